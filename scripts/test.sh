@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install tuner with its test extras and PostgreSQL, then run the test suite with pytest.
+# Extra arguments go to pytest (e.g. -m "not slow").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VENV:-.venv}"
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  # tests/conftest.py starts a throw-away server on 127.0.0.1 from this package.
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq postgresql >/dev/null; fi
+fi
+scripts/install.sh test
+# Run from the repo root through the venv's pytest script: the tests import the installed
+# package (pyproject sets --import-mode=importlib, so the source folders never shadow it).
+exec "$VENV/bin/pytest" "$@"

@@ -1,0 +1,115 @@
+"""End-to-end searches through the CLI: real torch.compile, real SQLite, real trial processes."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import MODELS, cli_env, run_cli
+
+pytestmark = pytest.mark.slow
+TINY = str(MODELS / "tiny_mlp.py")
+
+
+def trial_rows(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT number, status, candidate_key, latency_ms, error FROM trials ORDER BY number").fetchall()
+
+
+def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    env = cli_env(TUNER_DB=f"sqlite:///{db}")
+    out = run_cli("search", TINY, "--trials", "4", "--repeat", "5", "--rounds", "6", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "default compile" in out.stdout and "eager" in out.stdout and "stored:" in out.stdout
+    rows = trial_rows(db)
+    assert [r[0] for r in rows] == [0, 1, 2, 3]
+    assert all(r[1] == "ok" and r[3] > 0 for r in rows), rows
+    assert len({r[2] for r in rows}) == 4                     # identical candidates are measured once
+    with sqlite3.connect(db) as conn:
+        best = conn.execute("SELECT speedup, ci_low, ci_high, rounds FROM best_configs").fetchall()
+    assert len(best) == 1 and best[0][3] == 6 and best[0][1] <= best[0][0] <= best[0][2]
+
+    shown = run_cli("best", TINY, cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "config:" in shown.stdout and "confirmed speedup" in shown.stdout
+    listed = run_cli("trials", TINY, cwd=tmp_path, env=env)
+    assert listed.returncode == 0 and listed.stdout.count(" ok ") >= 4
+
+
+def test_faults_are_recorded_and_the_search_completes(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    env = cli_env(TUNER_DB=f"sqlite:///{db}", TUNER_TEST_FAULTS="1:abort,2:hang,3:raise,4:nan")
+    out = run_cli("search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4", "--timeout", "40",
+                  cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    statuses = {number: status for number, status, *_ in trial_rows(db)}
+    assert statuses == {0: "ok", 1: "crashed", 2: "timeout", 3: "runtime_error", 4: "wrong_result"}
+    errors = {number: error for number, _, _, _, error in trial_rows(db)}
+    assert "SIGABRT" in errors[1] and "injected fault" in errors[3] and "NaN" in errors[4]
+
+
+BAD_FILES = {
+    "missing.py": "not found",
+    "syntax_error.py": "line",
+    "no_get_inputs.py": "get_inputs",
+    "returns_int.py": "nn.Module",
+    "fails_in_eager.py": "eager",
+}
+
+
+@pytest.mark.parametrize("name,needle", sorted(BAD_FILES.items()))
+def test_bad_model_files_fail_in_one_line_and_write_nothing(tmp_path: Path, name: str, needle: str) -> None:
+    path = tmp_path / name
+    if name != "missing.py":
+        path.write_text(BAD_SOURCES[name])
+    db = tmp_path / "never.db"
+    out = run_cli("search", str(path), "--trials", "2", cwd=tmp_path, env=cli_env(TUNER_DB=f"sqlite:///{db}"))
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out.stderr
+    assert not db.exists()
+
+
+BAD_SOURCES = {
+    "syntax_error.py": "import torch\ndef get_model(:\n    pass\n",
+    "no_get_inputs.py": "import torch\ndef get_model():\n    return torch.nn.Linear(2, 2)\n",
+    "returns_int.py": "import torch\ndef get_model():\n    return 3\ndef get_inputs():\n    return (torch.randn(2, 2),)\n",
+    "fails_in_eager.py": ("import torch\ndef get_model():\n    return torch.nn.Linear(2, 2)\n"
+                          "def get_inputs():\n    return (torch.randn(2, 3),)\n"),
+}
+
+
+def test_resume_after_sigkill_reaches_the_count_without_duplicates(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    env = cli_env(TUNER_DB=f"sqlite:///{db}")
+    cmd = [sys.executable, "-m", "tuner", "search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not db.exists() or len(_safe_rows(db)) < 2):
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = len(trial_rows(db))
+    assert 2 <= before < 5
+    out = run_cli("search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4", "--resume", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    rows = trial_rows(db)
+    assert len(rows) == 5
+    assert len({r[0] for r in rows}) == 5 and len({r[2] for r in rows}) == 5
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM studies").fetchone()[0] == 1
+
+
+def _safe_rows(db: Path) -> list[tuple]:
+    try:
+        return trial_rows(db)
+    except sqlite3.Error:
+        return []

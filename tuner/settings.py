@@ -1,0 +1,59 @@
+"""The one place that reads the environment.
+
+`Settings.from_env()` reads every `TUNER_*` variable; CLI flags override fields
+with `dataclasses.replace`. Nothing else in tuner calls `os.environ.get`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_db_url() -> str:
+    """The per-user SQLite file that both search and compile-time lookup use."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return f"sqlite:///{Path(base) / 'tuner' / 'tuner.db'}"
+
+
+def _parse_faults(text: str) -> dict[int, str]:
+    """`"3:abort,5:hang"` -> {3: "abort", 5: "hang"}; a test-only fault hook."""
+    faults: dict[int, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        number, _, kind = part.partition(":")
+        faults[int(number)] = kind.strip()
+    return faults
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of tuner itself (not of Inductor). Frozen: derive with `replace`."""
+
+    db_url: str = field(default_factory=default_db_url)
+    explain: bool = False                    # TUNER_EXPLAIN: print the lookup decision per graph
+    lookup_timeout_s: float = 2.0            # TUNER_LOOKUP_TIMEOUT: budget for a compile-time lookup
+    trial_timeout_s: float = 300.0           # TUNER_TRIAL_TIMEOUT: per-trial deadline
+    threads: int | None = None               # TUNER_THREADS: torch threads for measurement
+    ray_address: str | None = None           # RAY_ADDRESS (Ray's own variable) or TUNER_RAY_ADDRESS
+    test_faults: dict[int, str] = field(default_factory=dict)   # TUNER_TEST_FAULTS (tests only)
+    cache_dir: str | None = None             # TUNER_CACHE_DIR: where trial scratch files go
+    user: str = ""                           # provenance: USER / LOGNAME
+    debug: bool = False                      # TUNER_DEBUG: tracebacks on errors
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
+        """Read the environment once. Unset variables keep the defaults."""
+        env = dict(os.environ if env is None else env)
+        threads = env.get("TUNER_THREADS")
+        return cls(
+            db_url=env.get("TUNER_DB") or default_db_url(),
+            explain=env.get("TUNER_EXPLAIN", "") not in ("", "0", "false", "no"),
+            lookup_timeout_s=float(env.get("TUNER_LOOKUP_TIMEOUT", "2.0")),
+            trial_timeout_s=float(env.get("TUNER_TRIAL_TIMEOUT", "300")),
+            threads=int(threads) if threads else None,
+            ray_address=env.get("TUNER_RAY_ADDRESS") or env.get("RAY_ADDRESS") or None,
+            test_faults=_parse_faults(env.get("TUNER_TEST_FAULTS", "")),
+            cache_dir=env.get("TUNER_CACHE_DIR") or None,
+            user=env.get("USER") or env.get("LOGNAME") or "unknown",
+            debug=env.get("TUNER_DEBUG", "") not in ("", "0", "false", "no"),
+        )
