@@ -30,7 +30,9 @@ def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
     assert "default compile" in out.stdout and "eager" in out.stdout and "stored:" in out.stdout
     rows = trial_rows(db)
     assert [r[0] for r in rows] == [0, 1, 2, 3]
-    assert all(r[1] == "ok" and r[3] > 0 for r in rows), rows
+    statuses = {"ok", "compile_error", "runtime_error", "timeout", "crashed", "wrong_result"}
+    assert rows[0][1] == "ok" and rows[0][3] > 0, rows[0]          # trial 0: Inductor's defaults
+    assert all(r[1] in statuses and (r[1] == "ok") == (r[4] is None) for r in rows), rows
     assert len({r[2] for r in rows}) == 4                     # identical candidates are measured once
     with sqlite3.connect(db) as conn:
         best = conn.execute("SELECT speedup, ci_low, ci_high, rounds FROM best_configs").fetchall()

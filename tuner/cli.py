@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     up = dbsub.add_parser("upgrade", help="create or migrate the database schema")
     _add_db(up)
     up.set_defaults(func=cmd_db_upgrade)
+    from tuner.sharing import add_db_commands   # export, import, merge, ls
+    add_db_commands(dbsub)
     return parser
 
 
@@ -79,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _open_store(settings: Settings, *, create: bool = False, readonly: bool = False):
-    from tuner.storage import Store
-    from tuner.storage.migrate import ensure_schema
+    """Open the database; with `create`, a database with no tuner schema yet gets the current one.
+
+    An existing schema is never migrated implicitly: an old one is refused with the command to run.
+    """
+    from tuner.storage import Store, ensure_schema
     if create:
         ensure_schema(settings.db_url)
     return Store.open(settings.db_url, readonly=readonly)

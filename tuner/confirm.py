@@ -132,7 +132,7 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
         calls = {label: calibrate(runners[label][0], warmup=3, sync=runners[label][1]) for label in ready}
         for _ in range(request.rounds):
             for label in rng.sample(ready, len(ready)):
-                fn, sync = runners[label]
+                fn, sync, _ = runners[label]
                 samples = time_samples(fn, calls=calls[label], samples=request.samples_per_round, sync=sync)
                 rounds[label].append(statistics.median(samples))
     for label in ready:
@@ -145,7 +145,7 @@ def _compile_variants(request: ConfirmRequest) -> tuple[dict[str, tuple], dict[s
     import torch
 
     from tuner.compiler import compile_config, compile_model
-    from tuner.measure import classify_compile_failure, compare_outputs, device_sync, last_line
+    from tuner.measure import classify_compile_failure, compare_outputs, device_sync, error_headline
     from tuner.modelfile import flatten_outputs, load_model_file
 
     runners: dict[str, tuple] = {}
@@ -160,7 +160,7 @@ def _compile_variants(request: ConfirmRequest) -> tuple[dict[str, tuple], dict[s
             try:
                 out = flatten_outputs(loaded.call(model))
             except Exception as exc:  # a failing finalist is a value, not a dead confirmation
-                failures[label] = VariantResult(label, classify_compile_failure(exc), error=last_line(exc))
+                failures[label] = VariantResult(label, classify_compile_failure(exc), error=error_headline(exc))
                 continue
             compile_s = time.perf_counter() - start
         mismatch = compare_outputs(reference, out)

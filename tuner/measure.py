@@ -35,10 +35,14 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def last_line(exc: BaseException) -> str:
-    """The exception's type and the last non-empty line of its message."""
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[-1].strip() if lines else ''}"
+def error_headline(exc: BaseException) -> str:
+    """One line for a failed trial: the exception's type and the headline of its message.
+
+    Inductor and Dynamo put the cause first and boilerplate last, so this is the first
+    non-empty line (at most 300 characters), not the last.
+    """
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
 def compare_outputs(reference: list[torch.Tensor], got: list[torch.Tensor]) -> str | None:
@@ -132,7 +136,7 @@ def run_trial(request: TrialRequest) -> Measurement:
     except _Failed as failed:
         return Measurement.failed(failed.status, failed.message, worker)
     except Exception as exc:  # the measurement boundary: a bug in the trial is still a value
-        return Measurement.failed(Status.RUNTIME_ERROR, f"{last_line(exc)}\n{traceback.format_exc()}", worker)
+        return Measurement.failed(Status.RUNTIME_ERROR, f"{error_headline(exc)}\n{traceback.format_exc()}", worker)
 
 
 class _Failed(Exception):
@@ -158,7 +162,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
             _inject_fault(request.fault)
             first = loaded.call(compiled)
         except Exception as exc:
-            raise _Failed(classify_compile_failure(exc), f"{last_line(exc)}\n{traceback.format_exc()}")
+            raise _Failed(classify_compile_failure(exc), f"{error_headline(exc)}\n{traceback.format_exc()}")
         compile_s = time.perf_counter() - start
         got = flatten_outputs(first)
         if request.fault == "nan":

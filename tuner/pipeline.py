@@ -63,8 +63,10 @@ def tune(job: SearchJob, target: Target, *, store: Store, executor: Executor, us
                                    threads=job.threads, timeout_s=max(job.timeout_s * (len(finalists) + 1), 600))
     data, failure = run_job("confirm", request.to_json(), timeout_s=request.timeout_s)
     if data is None:
-        raise TunerError(f"confirmation run failed: {failure.splitlines()[0]}; "
-                         f"the trials are stored; rerun with --resume to try again")
+        lines = failure.strip().splitlines()
+        cause = lines[0] + (f" ({lines[-1].strip()})" if len(lines) > 1 else "")
+        raise TunerError(f"confirmation run failed: {cause}; the trials are stored; "
+                         f"rerun with --resume to try again")
     verdict = decide(ConfirmResult.from_json(data), finalists)
     stored = False
     for best in best_configs(verdict, workload=target.workload, platform=target.platform, study=study, user=user):

@@ -89,7 +89,11 @@ class Measurement:
 
     @classmethod
     def failed(cls, status: Status, error: str, worker: str | None = None) -> "Measurement":
-        return cls(status=status, error=error[-4000:], worker=worker)
+        """A failure; `error` keeps its first line (the headline) and the tail of the rest."""
+        if len(error) > 4000:
+            head, _, rest = error.partition("\n")
+            error = f"{head[:500]}\n...\n{rest[-3400:]}"
+        return cls(status=status, error=error, worker=worker)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,489 @@
+"""`SearchSpace`: the knobs of one search, turned into Optuna suggestions and Candidates.
+
+Built by `load_space` from the literal tables in `cpu.py` / `cuda.py` or from a user's
+JSON space file, filtered to what the installed torch has and the workload uses.
+
+Semantics shared by every method: a knob at its default means "leave Inductor alone",
+so it never overrides what the chosen mode preset sets. A child knob is active only
+while its parent's effective value (the mode's setting, overridden by the parent knob
+when that is not at its default) equals the value named in `Knob.parent`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, Mapping
+
+from tuner.errors import SpaceError
+from tuner.search_spaces import catalogue, cpu, cuda
+from tuner.search_spaces.knobs import GROUPS, KINDS, Knob, mode_options, resolve, same_value
+from tuner.trial import Candidate, canonical_json
+
+SPACE_FORMAT = 1
+TABLES: dict[str, tuple[Knob, ...]] = {"cpu": cpu.KNOBS, "cuda": cuda.KNOBS}
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The knobs one search explores, already checked against the installed torch.
+
+    `notices` say which knobs were skipped or adjusted and why (one line each).
+    Knob order is define-by-run order: `mode` first, parents before their children.
+    """
+
+    name: str
+    device: str
+    knobs: tuple[Knob, ...]
+    notices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for knob in self.knobs:
+            if knob.name in seen:
+                raise ValueError(f"space {self.name!r} lists knob {knob.name!r} twice")
+            if knob.parent is not None and knob.parent[0] not in seen:
+                raise ValueError(f"space {self.name!r}: knob {knob.name!r} comes before its parent "
+                                 f"{knob.parent[0]!r} or the parent is missing")
+            if knob.name == "mode" and seen:
+                raise ValueError(f"space {self.name!r}: 'mode' must be the first knob")
+            seen.add(knob.name)
+
+    # -- lookups -------------------------------------------------------------
+
+    @cached_property
+    def _by_name(self) -> dict[str, Knob]:
+        return {k.name: k for k in self.knobs}
+
+    @cached_property
+    def _mode_default(self) -> str:
+        knob = self._by_name.get("mode")
+        return knob.default if knob is not None else "default"
+
+    def knob(self, name: str) -> Knob:
+        """The knob called `name`; SpaceError when this space does not have it."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise SpaceError(f"knob {name!r} is not in search space {self.name!r}; "
+                             f"its knobs are: {', '.join(self._by_name)}") from None
+
+    def _mode_of(self, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        return mode_options(values.get("mode", self._mode_default))
+
+    def _effective(self, name: str, values: Mapping[str, Any]) -> Any:
+        knob = self._by_name[name]
+        if name in values and not same_value(values[name], knob.default):
+            return values[name]
+        if name == "mode":
+            return knob.default
+        return self._mode_of(values).get(name, knob.default)
+
+    def _active(self, knob: Knob, values: Mapping[str, Any]) -> bool:
+        if knob.parent is None:
+            return True
+        parent, wanted = knob.parent
+        return parent in values and same_value(self._effective(parent, values), wanted)
+
+    def _walk(self, pick) -> dict[str, Any]:
+        """Visit active knobs in order; `pick(knob)` gives each one's value."""
+        values: dict[str, Any] = {}
+        for knob in self.knobs:
+            if self._active(knob, values):
+                values[knob.name] = pick(knob)
+        return values
+
+    def _check_values(self, params: Mapping[str, Any], what: str) -> None:
+        for name in sorted(params):
+            problem = self.knob(name).value_problem(params[name])
+            if problem is not None:
+                raise SpaceError(f"{what} for space {self.name!r}: {name}: {problem}")
+
+    # -- Optuna ----------------------------------------------------------------
+
+    def suggest(self, trial: Any) -> dict[str, Any]:
+        """Define-by-run: suggest every active knob on `trial` (an optuna BaseTrial).
+
+        Children are suggested only when their parent's effective value matches.
+        Returns the full Optuna param dict of this trial (inactive children absent);
+        floats are rounded to 12 significant digits, so they may differ from
+        `trial.params` in the last bits.
+        """
+        return self._walk(lambda knob: _suggest_one(trial, knob))
+
+    def default_params(self) -> dict[str, Any]:
+        """Every top-level knob at its default; children only where active by default."""
+        return self._walk(lambda knob: knob.default)
+
+    def complete(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The full Optuna param dict for `params`: given values, defaults for the rest of the
+        active knobs. Knobs given but inactive are dropped (they would not be suggested)."""
+        self._check_values(params, "params")
+        return self._walk(lambda knob: params.get(knob.name, knob.default))
+
+    def seeds(self) -> list[dict[str, Any]]:
+        """Params to enqueue first (study.enqueue_trial), in order.
+
+        Trial 0 is Inductor's defaults, then each non-default mode preset with every
+        other knob at its default, then freezing=True when the space has it. Seeds that
+        would compile identically are listed once.
+        """
+        wanted = [self.default_params()]
+        mode = self._by_name.get("mode")
+        if mode is not None:
+            wanted += [self.complete({"mode": m}) for m in mode.choices if not same_value(m, mode.default)]
+        if "freezing" in self._by_name:
+            wanted.append(self.complete({"freezing": True}))
+        seeds, keys = [], set()
+        for params in wanted:
+            key = self.candidate(params).key
+            if key not in keys:
+                keys.add(key)
+                seeds.append(params)
+        return seeds
+
+    def candidate(self, params: Mapping[str, Any]) -> Candidate:
+        """The Candidate for an Optuna param dict: only active, non-default knobs.
+
+        A knob whose value equals what the chosen mode already sets is dropped too, so
+        param dicts that compile identically share one `Candidate.key`.
+        Raises SpaceError for a knob this space lacks or a value outside its domain.
+        """
+        self._check_values(params, "params")
+        values = self._walk(lambda knob: params.get(knob.name, knob.default))
+        mode_sets = self._mode_of(values)
+        kept = {}
+        for name, value in values.items():
+            knob = self._by_name[name]
+            if same_value(value, knob.default):
+                continue
+            if name != "mode" and name in mode_sets and same_value(mode_sets[name], value):
+                continue
+            kept[name] = value
+        return Candidate.from_dict(kept)
+
+    def distributions(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Optuna distributions by knob name: of every knob, or only of the keys of `params`
+        (what `optuna.trial.create_trial(params=..., distributions=...)` needs)."""
+        names = list(self._by_name) if params is None else [self.knob(n).name for n in params]
+        return {name: _distribution(self._by_name[name]) for name in names}
+
+    def replay_params(self, candidate_params: Mapping[str, Any]) -> dict[str, Any]:
+        """Fill a stored Candidate's params back to a full, consistent Optuna param dict.
+
+        Use with `create_trial(params=p, distributions=space.distributions(p), ...)` and
+        `study.add_trial`. Raises SpaceError when a stored knob is not in this space or
+        not active here (the trial came from another space; skip it).
+        """
+        self._check_values(candidate_params, "stored params")
+        full = self.complete(candidate_params)
+        lost = sorted(set(candidate_params) - set(full))
+        if lost:
+            raise SpaceError(f"stored params set {', '.join(lost)}, inactive in space {self.name!r} "
+                             "under the stored parent values; the trial belongs to another space")
+        return full
+
+    # -- identity --------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": SPACE_FORMAT, "name": self.name, "device": self.device,
+                "knobs": [k.to_json() for k in self.knobs], "notices": list(self.notices)}
+
+    @cached_property
+    def hash(self) -> str:
+        """Stable across processes and machines: what the space proposes, not its notices."""
+        body = {"format": SPACE_FORMAT, "name": self.name, "device": self.device,
+                "knobs": [k.identity() for k in self.knobs]}
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:24]
+
+
+def _suggest_one(trial: Any, knob: Knob) -> Any:
+    if knob.kind == "bool":
+        return trial.suggest_categorical(knob.name, (False, True))
+    if knob.kind == "choice":
+        return trial.suggest_categorical(knob.name, knob.choices)
+    if knob.kind == "int":
+        return trial.suggest_int(knob.name, int(knob.low), int(knob.high), step=int(knob.step or 1), log=knob.log)
+    value = trial.suggest_float(knob.name, float(knob.low), float(knob.high), step=knob.step, log=knob.log)
+    # Optuna's stepped floats carry binary noise (0.30000000000000004); keys should not.
+    return float(f"{value:.12g}")
+
+
+def _distribution(knob: Knob) -> Any:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if knob.kind == "bool":
+        return CategoricalDistribution((False, True))
+    if knob.kind == "choice":
+        return CategoricalDistribution(knob.choices)
+    if knob.kind == "int":
+        return IntDistribution(int(knob.low), int(knob.high), log=knob.log, step=int(knob.step or 1))
+    return FloatDistribution(float(knob.low), float(knob.high), log=knob.log, step=knob.step)
+
+
+# ---------------------------------------------------------------------------
+# Building a space
+
+
+def load_space(device: str, *, training: bool = False, path: str | os.PathLike[str] | None = None,
+               include_unsafe: bool = False, threads: int | None = None) -> SearchSpace:
+    """The search space for `device` ("cpu", "cuda", "cuda:1"), checked against this torch.
+
+    `training` drops inference-only knobs (freezing and its children) and keeps the
+    partitioner's functorch knobs; inference does the opposite. Unsafe knobs stay out
+    unless `include_unsafe`. `threads` (default: torch.get_num_threads()) sets the C++
+    GEMM thread-factor choices; trials must run with that thread count.
+    `path` names a user JSON space file; a malformed file raises SpaceError.
+    Knobs this torch lacks are skipped and reported in `SearchSpace.notices`.
+    """
+    device_type = str(device).split(":")[0].lower()
+    if path is None:
+        if device_type not in TABLES:
+            raise SpaceError(f"no built-in search space for device {device!r}; "
+                             f"use one of {', '.join(TABLES)} or pass a space file with --space")
+        name = device_type + ("-train" if training else "") + ("-unsafe" if include_unsafe else "")
+        return _build(name, device_type, list(TABLES[device_type]), training=training,
+                      include_unsafe=include_unsafe, threads=threads, user=set(), notices=[])
+    name, knobs, user, notices = _read_space_file(os.fspath(path), device_type)
+    space = _build(name, device_type, knobs, training=training, include_unsafe=include_unsafe,
+                   threads=threads, user=user, notices=notices)
+    if not space.knobs:
+        raise SpaceError(f"space file {path}: no knob is left for this workload and torch "
+                         f"({'; '.join(space.notices) or 'it lists none'}); add knobs that apply here")
+    return space
+
+
+def _build(name: str, device: str, knobs: list[Knob], *, training: bool, include_unsafe: bool,
+           threads: int | None, user: set[str], notices: list[str]) -> SearchSpace:
+    wrong_scope = "inference" if training else "training"
+    kept: list[Knob] = []
+    for knob in knobs:
+        if knob.scope == wrong_scope:
+            if knob.name in user:
+                notices.append(f"{knob.name} skipped: it applies to {knob.scope} only")
+            continue
+        if knob.unsafe and not include_unsafe:
+            if knob.name in user:
+                notices.append(f"{knob.name} skipped: it changes numerics; opt in with include_unsafe")
+            continue
+        if knob.name == cpu.THREAD_FACTORS_KNOB and knob.name not in user:
+            knob = _with_thread_factors(knob, threads)
+        resolved, why = resolve(knob)
+        notices.extend(why)
+        if resolved is None:
+            continue
+        if _domain_size(resolved) < 2:
+            notices.append(f"{resolved.name} skipped: only one value is possible here")
+            continue
+        kept.append(resolved)
+    kept = _drop_orphans(kept, notices)
+    return SearchSpace(name=name, device=device, knobs=tuple(_ordered(kept)), notices=tuple(notices))
+
+
+def _with_thread_factors(knob: Knob, threads: int | None) -> Knob:
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
+    extra = cpu.thread_factor_choices(threads) if threads > 1 else ()
+    extra = tuple(c for c in extra if not any(same_value(c, h) for h in knob.choices))
+    return replace(knob, choices=knob.choices + extra)
+
+
+def _domain_size(knob: Knob) -> int:
+    if knob.kind == "choice":
+        return len(knob.choices)
+    if knob.kind == "bool":
+        return 2
+    return 1 if knob.low == knob.high else 2
+
+
+def _drop_orphans(knobs: list[Knob], notices: list[str]) -> list[Knob]:
+    names = {k.name for k in knobs}
+    while True:
+        orphans = [k for k in knobs if k.parent is not None and k.parent[0] not in names]
+        if not orphans:
+            return knobs
+        for k in orphans:
+            notices.append(f"{k.name} skipped: its parent {k.parent[0]} is not in this space")  # type: ignore[index]
+            names.discard(k.name)
+        knobs = [k for k in knobs if k.name in names]
+
+
+def _ordered(knobs: list[Knob]) -> list[Knob]:
+    """`mode` first, then parents before children, otherwise keeping the given order."""
+    placed: list[Knob] = [k for k in knobs if k.name == "mode"]
+    done = {k.name for k in placed}
+    pending = [k for k in knobs if k.name != "mode"]
+    while pending:
+        ready = [k for k in pending if k.parent is None or k.parent[0] in done]
+        if not ready:
+            raise SpaceError("knob parents form a cycle: " + ", ".join(k.name for k in pending))
+        first = ready[0]
+        placed.append(first)
+        done.add(first.name)
+        pending.remove(first)
+    return placed
+
+
+# ---------------------------------------------------------------------------
+# User space files
+
+_TOP_KEYS = {"name", "knobs", "extends", "exclude", "description"}
+_KNOB_KEYS = {"name", "kind", "choices", "low", "high", "log", "step", "default", "parent", "group", "description"}
+
+
+def _read_space_file(path: str, device_type: str) -> tuple[str, list[Knob], set[str], list[str]]:
+    """Parse a user space file into (name, knobs, names the file declares, notices)."""
+
+    def fail(problem: str, fix: str) -> SpaceError:
+        return SpaceError(f"space file {path}: {problem}; {fix}")
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise fail("not found", "pass the path of an existing JSON file") from None
+    except json.JSONDecodeError as exc:
+        raise fail(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                   "fix the JSON syntax") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"cannot be read ({exc})", "check the file's permissions and encoding") from None
+    if not isinstance(data, dict):
+        raise fail("the top level is not an object", 'write {"name": ..., "knobs": [...]}')
+    extra = sorted(set(data) - _TOP_KEYS)
+    if extra:
+        raise fail(f"unknown key(s) {', '.join(map(repr, extra))}", f"use only {', '.join(sorted(_TOP_KEYS))}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise fail('"name" is missing or not a string', 'add "name": "my-space"')
+    entries = data.get("knobs", [])
+    if not isinstance(entries, list):
+        raise fail('"knobs" is not a list', 'write "knobs": [{"name": ..., "kind": ...}, ...]')
+    extends = data.get("extends")
+    if extends is not None:
+        if extends not in TABLES:
+            raise fail(f'"extends" is {extends!r}', f"use one of {', '.join(map(repr, TABLES))} or leave it out")
+        if extends != device_type:
+            raise fail(f'it extends {extends!r} but the search is for device {device_type!r}',
+                       f'set "extends": "{device_type}" or search on {extends}')
+    if extends is None and not entries:
+        raise fail("it declares no knobs and extends no built-in space", 'add knobs or "extends": "cpu"')
+    base = {k.name: k for k in TABLES[extends]} if extends else {}
+
+    knobs: dict[str, Knob] = dict(base)
+    declared: set[str] = set()
+    for i, entry in enumerate(entries):
+        knob = _parse_knob(entry, i, base, fail)
+        if knob.name in declared:
+            raise fail(f"knob {knob.name!r} is listed twice", "keep one entry per knob")
+        declared.add(knob.name)
+        knobs[knob.name] = knob
+
+    exclude = data.get("exclude", [])
+    if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
+        raise fail('"exclude" is not a list of knob names', 'write "exclude": ["cpp_wrapper", ...]')
+    for gone in exclude:
+        if gone not in knobs:
+            raise fail(f'"exclude" names {gone!r}, which is not in the space', "remove it from \"exclude\"")
+        del knobs[gone]
+        declared.discard(gone)
+
+    notices: list[str] = []
+    while orphans := [k for k in knobs.values() if k.parent is not None and k.parent[0] not in knobs]:
+        for knob in orphans:
+            assert knob.parent is not None
+            if knob.name in declared:
+                raise fail(f"knob {knob.name!r} has parent {knob.parent[0]!r}, which is not in the space",
+                           "add the parent knob or drop \"parent\"")
+            notices.append(f"{knob.name} left out: its parent {knob.parent[0]} is excluded")
+            del knobs[knob.name]
+    for knob in knobs.values():
+        if knob.parent is not None:
+            parent = knobs[knob.parent[0]]
+            problem = parent.value_problem(knob.parent[1], what="parent value")
+            if problem:
+                raise fail(f"knob {knob.name!r}: {problem} of {parent.name}", "use a value the parent can take")
+    try:
+        ordered = _ordered(list(knobs.values()))
+    except SpaceError as exc:
+        raise fail(str(exc), "remove one parent link") from None
+    return name.strip(), ordered, declared, notices
+
+
+def _parse_knob(entry: Any, index: int, base: Mapping[str, Knob], fail) -> Knob:
+    where = f"knob #{index + 1}"
+    if not isinstance(entry, dict):
+        raise fail(f"{where} is not an object", 'write {"name": "max_fusion_size", "kind": "int", ...}')
+    name = entry.get("name")
+    if not isinstance(name, str):
+        raise fail(f"{where} has no \"name\"", 'add "name": "<inductor config path>"')
+    where = f"knob {name!r}"
+    extra = sorted(set(entry) - _KNOB_KEYS)
+    if extra:
+        raise fail(f"{where} has unknown key(s) {', '.join(map(repr, extra))}",
+                   f"use only {', '.join(sorted(_KNOB_KEYS))} (unsafe and scope come from tuner's catalogue)")
+    allowed = catalogue.ALLOWED.get(name)
+    if allowed is None:
+        raise fail(f"{where} is not a knob tuner knows",
+                   "check the spelling; tuner.search_spaces.known_knobs() lists the knobs it may set")
+    start = base.get(name, allowed)
+    kind = entry.get("kind", start.kind)
+    if kind not in KINDS:
+        raise fail(f"{where} has kind {kind!r}", f"use one of {', '.join(KINDS)}")
+    if kind != allowed.kind and kind != "choice":
+        fix = '"kind": "choice"' if allowed.kind == "choice" else f'"kind": "{allowed.kind}" or "choice"'
+        raise fail(f"{where} has kind {kind!r}, but its values are {allowed.kind}", f"use {fix}")
+    if "group" in entry and entry["group"] not in GROUPS:
+        raise fail(f"{where} has group {entry['group']!r}", f"use one of {', '.join(GROUPS)}")
+    if "default" in entry and not same_value(entry["default"], start.default):
+        raise fail(f"{where} sets default {entry['default']!r}",
+                   f"remove \"default\": a knob's default is Inductor's own ({start.default!r})")
+
+    fields: dict[str, Any] = {
+        "name": name, "kind": kind, "default": start.default, "group": entry.get("group", start.group),
+        "unsafe": allowed.unsafe, "scope": allowed.scope, "pattern": allowed.pattern,
+        "description": entry.get("description", start.description),
+        "parent": start.parent,
+    }
+    if kind == "choice":
+        choices = entry.get("choices", start.choices if start.kind == "choice" else None)
+        if choices is None and start.kind == "bool":
+            choices = [False, True]
+        if not isinstance(choices, list) and not isinstance(choices, tuple):
+            raise fail(f"{where} has no \"choices\" list", 'add "choices": [...]')
+        fields["choices"] = tuple(choices)
+    elif kind in ("int", "float"):
+        for key in ("low", "high", "log", "step"):
+            fields[key] = entry.get(key, getattr(start, key))
+    for key in ("choices", "low", "high", "log", "step"):
+        if key in entry and key not in fields:
+            raise fail(f"{where} sets {key!r}, which {kind} knobs do not use", f"remove {key!r}")
+    if "parent" in entry:
+        parent = entry["parent"]
+        if parent is None:
+            fields["parent"] = None
+        elif isinstance(parent, list) and len(parent) == 2 and isinstance(parent[0], str):
+            fields["parent"] = (parent[0], parent[1])
+        else:
+            raise fail(f"{where} has parent {parent!r}", 'write "parent": ["max_autotune", true] or null')
+    try:
+        knob = Knob(**fields)
+    except (ValueError, TypeError) as exc:
+        raise fail(f"{where}: {str(exc).removeprefix(f'knob {name!r}: ')}",
+                   "fix the entry so its range or choices hold Inductor's default and fit the kind") from None
+    for value in _domain_edges(knob):
+        problem = allowed.value_problem(value)
+        if problem is not None:
+            raise fail(f"{where}: {problem} (tuner's allowed domain)", "narrow the range or choices")
+    return knob
+
+
+def _domain_edges(knob: Knob) -> tuple[Any, ...]:
+    if knob.kind == "choice":
+        return knob.choices
+    if knob.kind == "bool":
+        return (False, True)
+    return (knob.low, knob.high)

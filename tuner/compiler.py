@@ -1,0 +1,168 @@
+"""The one implementation that turns stored knob values into a compiled model.
+
+Used by trial processes, by confirmation, and by the compile-time backend:
+`compile_config(params)` -> `CompileConfig` -> `make_backend(config)` (a Dynamo backend
+that calls Inductor's `compile_fx` with the config as per-graph patches), plus
+`trace_context(config)` around the call that makes Dynamo trace, for freezing.
+`compile_model` puts the three together.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+from tuner.errors import SpaceError, UsageError
+
+
+@dataclass(frozen=True)
+class CompileConfig:
+    """How to compile one graph.
+
+    `inductor` are `compile_fx(config_patches=...)` entries (mode presets already
+    expanded, then knobs layered on top); `functorch` patch `torch._functorch.config`;
+    `freezing` is decided at trace time (Dynamo's prepare_freezing) and only for inference.
+    """
+
+    inductor: tuple[tuple[str, Any], ...] = ()
+    functorch: tuple[tuple[str, Any], ...] = ()
+    freezing: bool = False
+    mode: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return not (self.inductor or self.functorch or self.freezing)
+
+
+def compile_config(params: Mapping[str, Any]) -> CompileConfig:
+    """Turn knob params (a Candidate's, a stored config's, or a full Optuna dict) into a CompileConfig.
+
+    Checks the allow-list (`validate_params`) and the installed torch: a knob this torch
+    lacks raises SpaceError naming it. The mode preset is expanded with
+    `torch._inductor.list_mode_options` first and the other Inductor knobs are layered on
+    top. A knob at Inductor's default is not patched, so it never overrides the mode:
+    a Candidate and the full param dict it came from give the same CompileConfig.
+    `functorch.<name>` knobs go to `functorch`; `freezing` to `freezing`.
+    """
+    from tuner.search_spaces import knobs as knob_info
+    from tuner.search_spaces import validate_params
+
+    validate_params(params)
+    missing = sorted(name for name in params if not knob_info.installed_has(name))
+    if missing:
+        raise SpaceError(f"knob(s) {', '.join(missing)} do not exist in torch {knob_info.torch_version()}; "
+                         "re-run the search on this torch or drop them from the stored config")
+    mode = params.get("mode", "default")
+    try:
+        inductor = dict(knob_info.mode_options(mode))
+    except ValueError as exc:
+        raise SpaceError(f"mode {mode!r} is not known to torch {knob_info.torch_version()} ({exc}); "
+                         "re-run the search on this torch") from None
+    functorch: dict[str, Any] = {}
+    for name in sorted(params):
+        value = params[name]
+        if name in knob_info.SPECIAL or knob_info.same_value(knob_info.installed_default(name), value):
+            continue
+        if name.startswith(knob_info.FUNCTORCH_PREFIX):
+            functorch[name.removeprefix(knob_info.FUNCTORCH_PREFIX)] = value
+        else:
+            inductor[name] = value
+    return CompileConfig(inductor=tuple(sorted(inductor.items())), functorch=tuple(sorted(functorch.items())),
+                         freezing=bool(params.get("freezing", False)),
+                         mode=None if mode == "default" else mode)
+
+
+def inductor_patches(config: CompileConfig, *, user_patches: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The `config_patches` for compile_fx: the user's patches first, the stored config on top."""
+    merged = dict(user_patches or {})
+    merged.update(config.inductor)
+    if config.freezing:
+        merged["freezing"] = True
+    return merged
+
+
+def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+    """A Dynamo backend `(gm, example_inputs) -> compiled callable` that compiles with `config`.
+
+    Each graph goes through `torch._inductor.compile_fx.compile_fx(gm, example_inputs,
+    config_patches=...)`, with `user_patches` (and any `options=` / `mode=` torch.compile
+    passes to the backend) underneath the stored config, and `torch._functorch.config`
+    patched around it when the config has functorch knobs. The global Inductor config is
+    left untouched. Freezing also needs `trace_context(config)` around the first call.
+    """
+    functorch = dict(config.functorch)
+
+    def tuner_compile(gm: Any, example_inputs: Any, *, options: Mapping[str, Any] | None = None,
+                      mode: str | None = None, **_: Any) -> Any:
+        import torch._functorch.config as functorch_config
+        from torch._inductor import compile_fx as inductor_compile_fx
+
+        from tuner.search_spaces.knobs import mode_options
+
+        user: dict[str, Any] = dict(mode_options(mode)) if mode else {}
+        user.update(options or {})
+        user.update(user_patches or {})
+        patches = inductor_patches(config, user_patches=user)
+        with functorch_config.patch(functorch) if functorch else contextlib.nullcontext():
+            return inductor_compile_fx.compile_fx(gm, example_inputs, config_patches=patches)
+
+    tuner_compile.config = config  # type: ignore[attr-defined]
+    return tuner_compile
+
+
+@contextlib.contextmanager
+def trace_context(config: CompileConfig) -> Iterator[None]:
+    """Wrap the call that makes Dynamo trace (the compiled model's first call).
+
+    With `config.freezing` it sets `torch._dynamo.config.patch(prepare_freezing=True)`, so
+    Dynamo installs parameters as graph constants; `make_backend` adds Inductor's
+    `freezing=True` patch, which then folds them (`_frozen_param*` constants, mkldnn/mkl
+    prepacked weights on CPU). Both halves are needed; verified on torch 2.13 CPU:
+      - prepare_freezing only: parameters become attributes but Inductor does not freeze;
+      - freezing patch only: Inductor's freeze pass runs but has no constants to fold;
+      - both, under no_grad: `_frozen_param*` in the generated code, output as eager.
+    Freezing is for inference only: with grad enabled this raises UsageError. Without
+    freezing it does nothing.
+    """
+    if not config.freezing:
+        yield
+        return
+    import torch
+    import torch._dynamo.config as dynamo_config
+
+    if torch.is_grad_enabled():
+        raise UsageError("freezing is for inference only; call the model under torch.no_grad() "
+                         "or torch.inference_mode(), or use a config without freezing")
+    with dynamo_config.patch(prepare_freezing=True):
+        yield
+
+
+class CompiledModel:
+    """A torch.compile'd model whose first call runs inside `trace_context(config)`.
+
+    Later calls go straight to the compiled module. `compiled` is the OptimizedModule.
+    """
+
+    def __init__(self, compiled: Callable[..., Any], config: CompileConfig) -> None:
+        self.compiled = compiled
+        self.config = config
+        self._traced = False
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._traced:
+            return self.compiled(*args, **kwargs)
+        with self._lock:
+            with trace_context(self.config):
+                out = self.compiled(*args, **kwargs)
+            self._traced = True
+        return out
+
+
+def compile_model(model: Callable[..., Any], config: CompileConfig, *, dynamic: bool | None = None) -> CompiledModel:
+    """`torch.compile(model, backend=make_backend(config), dynamic=dynamic)`, first call traced
+    inside `trace_context(config)`. Compilation happens at that first call, not here."""
+    import torch
+
+    return CompiledModel(torch.compile(model, backend=make_backend(config), dynamic=dynamic), config)

@@ -1,0 +1,266 @@
+"""Model files: the user's Python file that says what to tune.
+
+A model file defines `get_model()` returning an `nn.Module` and `get_inputs()` returning
+a tuple (positional arguments) or a dict (keyword arguments) of tensors. It may set
+`DEVICE = "cuda"` (default "cpu"). Every problem with it raises `ModelFileError` with
+one line that names the fix.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.machinery
+import importlib.util
+import itertools
+import os
+import random
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from tuner.errors import ModelFileError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+_HINT = "pass the path of a Python file that defines get_model() and get_inputs()"
+_module_ids = itertools.count()
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A model file's model and inputs, already on `device`.
+
+    Compared by identity (`eq=False`): comparing tensors elementwise is never meant.
+    """
+
+    model: "nn.Module"
+    args: tuple
+    kwargs: dict
+    device: str
+    path: Path
+
+    def call(self, model: Callable | None = None) -> Any:
+        """Run `model` (a compiled wrapper, say) or the file's own model on the inputs."""
+        fn = self.model if model is None else model
+        return fn(*self.args, **self.kwargs)
+
+
+def load_model_file(path: str | Path, *, seed: int = 0) -> LoadedModel:
+    """Import a model file and build its model and inputs, deterministically for `seed`.
+
+    Seeds `torch` and `random` (and numpy when it is loaded) before the import and again
+    before each of `get_model()` and `get_inputs()`, so two processes with the same seed get
+    the same weights and inputs. The module is imported under a unique name and taken out
+    of `sys.modules` afterwards. The model and inputs are moved to `DEVICE`.
+    """
+    import torch
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"model file {path} not found; {_HINT}")
+    path = path.resolve()
+    _seed_everything(seed)
+    module = _import(path)
+
+    for fn_name in ("get_model", "get_inputs"):
+        if not callable(getattr(module, fn_name, None)):
+            what = "does not define" if not hasattr(module, fn_name) else "defines a non-callable"
+            raise ModelFileError(
+                f"model file {path} {what} {fn_name}(); add `def {fn_name}():` "
+                f"({'returning an nn.Module' if fn_name == 'get_model' else 'returning a tuple or dict of tensors'})"
+            )
+    device = _check_device(path, getattr(module, "DEVICE", "cpu"))
+
+    _seed_everything(seed)
+    model = _call(path, module.get_model, "get_model()")
+    if isinstance(model, type) and issubclass(model, torch.nn.Module):
+        raise ModelFileError(
+            f"get_model() in {path} returned the class {model.__name__}, not an instance; "
+            f"return an instance, e.g. `return {model.__name__}().eval()`"
+        )
+    if not isinstance(model, torch.nn.Module):
+        raise ModelFileError(
+            f"get_model() in {path} returned {_describe(model)}, not a torch.nn.Module; "
+            f"return the model instance, e.g. `return MyModel().eval()`"
+        )
+    _seed_everything(seed)
+    inputs = _call(path, module.get_inputs, "get_inputs()")
+    args, kwargs = _check_inputs(path, inputs)
+
+    model = model.to(device)
+    args = tuple(t.to(device) for t in args)
+    kwargs = {k: t.to(device) for k, t in kwargs.items()}
+    return LoadedModel(model=model, args=args, kwargs=kwargs, device=device, path=path)
+
+
+def eager_reference(loaded: LoadedModel) -> Any:
+    """Run the model once in eager mode under `torch.no_grad()` and return its output.
+
+    Called before any compile, so that a broken model is reported as the user's mistake
+    and not as a failed trial.
+    """
+    import torch
+
+    try:
+        with torch.no_grad():
+            return loaded.call()
+    except Exception as exc:  # noqa: BLE001 - becomes one actionable line
+        raise ModelFileError(
+            f"model {loaded.path} fails in eager mode: {exception_line(exc)}; "
+            f"fix the model so that get_model()(*get_inputs()) runs"
+        ) from exc
+
+
+def flatten_outputs(out: Any) -> list["torch.Tensor"]:
+    """The tensors in a (nested) output, in a deterministic order.
+
+    Tuples, lists and namedtuples in order; dicts (and dict-like outputs such as
+    Hugging Face's ModelOutput) in insertion order; dataclasses in field order.
+    Non-tensor leaves (None, numbers, strings) are skipped.
+    """
+    import torch
+
+    found: list[torch.Tensor] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            found.append(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            for f in dataclasses.fields(x):
+                walk(getattr(x, f.name))
+
+    walk(out)
+    return found
+
+
+# -- helpers -------------------------------------------------------------------
+
+def _seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)  # seeds CUDA too
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % 2**32)
+
+
+def _import(path: Path) -> Any:
+    """Execute the file as a fresh module; leave no trace in sys.modules or sys.path."""
+    name = f"_tuner_modelfile_{os.getpid()}_{next(_module_ids)}"
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    # Present while it runs: dataclasses and typing look their module up by name.
+    sys.modules[name] = module
+    folder = str(path.parent)
+    sys.path.insert(0, folder)  # so the file can import helpers that sit beside it
+    try:
+        loader.exec_module(module)
+    except SyntaxError as exc:
+        where = f"{exc.filename or path}:{exc.lineno}" if exc.lineno else str(path)
+        raise ModelFileError(
+            f"{where}: syntax error: {exc.msg}; fix the syntax of the model file"
+        ) from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, reported in one line
+        raise ModelFileError(
+            f"model file {path} failed while importing{_where(exc, path)}: {exception_line(exc)}; "
+            f"fix the error in the model file"
+        ) from exc
+    finally:
+        sys.modules.pop(name, None)
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    return module
+
+
+def _call(path: Path, fn: Callable, what: str) -> Any:
+    try:
+        return fn()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code, reported in one line
+        raise ModelFileError(
+            f"{what} in {path} raised{_where(exc, path)}: {exception_line(exc)}; fix {what} so that it runs"
+        ) from exc
+
+
+def _check_device(path: Path, device: Any) -> str:
+    import torch
+
+    if not isinstance(device, str):
+        raise ModelFileError(f"DEVICE in {path} is {_describe(device)}; set DEVICE to a string such as 'cpu' or 'cuda'")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ModelFileError(
+            f"DEVICE={device!r} in {path} is not a device name ({exception_line(exc)}); set DEVICE='cpu' or DEVICE='cuda'"
+        ) from exc
+    if dev.type == "cpu":
+        return device
+    backend = getattr(torch, dev.type, None)
+    is_available = getattr(backend, "is_available", None)
+    label = dev.type.upper() if dev.type in ("cuda", "xpu", "mps") else dev.type
+    if is_available is None or not is_available():
+        raise ModelFileError(
+            f"DEVICE={device!r} but no {label} device is available; set DEVICE='cpu' in {path} "
+            f"or run on a machine with a {label} device"
+        )
+    count = getattr(backend, "device_count", lambda: 1)()
+    if dev.index is not None and dev.index >= count:
+        raise ModelFileError(
+            f"DEVICE={device!r} but this machine has {count} {label} device(s); "
+            f"set DEVICE='{dev.type}' or an index below {count} in {path}"
+        )
+    return device
+
+
+def _check_inputs(path: Path, inputs: Any) -> tuple[tuple, dict]:
+    import torch
+
+    fix = "return a tuple of tensors, e.g. `return (torch.randn(64, 256),)`, or a dict of keyword tensors"
+    if isinstance(inputs, torch.Tensor):
+        raise ModelFileError(f"get_inputs() in {path} returned a single Tensor; {fix.replace('return a tuple', 'wrap it in a tuple')}")
+    if isinstance(inputs, dict):
+        for k, v in inputs.items():
+            if not isinstance(k, str):
+                raise ModelFileError(f"get_inputs() in {path} returned a dict with key {k!r}; use argument names (str) as keys")
+            if not isinstance(v, torch.Tensor):
+                raise ModelFileError(f"get_inputs() in {path}: element {k!r} is {_describe(v)}, not a tensor; {fix}")
+        return (), dict(inputs)
+    if isinstance(inputs, (tuple, list)):
+        for i, v in enumerate(inputs):
+            if not isinstance(v, torch.Tensor):
+                raise ModelFileError(f"get_inputs() in {path}: element {i} is {_describe(v)}, not a tensor; {fix}")
+        return tuple(inputs), {}
+    raise ModelFileError(f"get_inputs() in {path} returned {_describe(inputs)}; {fix}")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60 or "\n" in text:
+        return f"a {type(value).__name__}"
+    return f"{text} ({type(value).__name__})"
+
+
+def exception_line(exc: BaseException) -> str:
+    """The last line of an exception as Python prints it, e.g. "ValueError: bad size"."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    name = type(exc).__qualname__
+    return f"{name}: {lines[-1]}" if lines else name
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """' at file:line' for the deepest frame of the model file in the traceback, if any."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    return f" at {path}:{frames[-1].lineno}" if frames else ""
