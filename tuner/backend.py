@@ -1,0 +1,181 @@
+"""The `tuner` Dynamo backend: per graph, apply the stored best config for this machine.
+
+`torch.compile(model, backend="tuner")` reaches `tuner_backend` through the
+`torch_dynamo_backends` entry point, without the user importing tuner. For each graph
+Dynamo hands it, the backend
+
+1. fingerprints the graph (`tuner.workload.fingerprint_graph`, the search's own key) and
+   reads the best config for this platform (`tuner.lookup`: exact tier, then same
+   hardware under other software; cached per process; never raises);
+2. compiles with Inductor (`tuner.compiler.make_backend`), the user's `mode=` and
+   `options=` underneath and the stored config on top: **for a knob both set, the stored
+   config wins**; knobs the stored config does not set keep the user's values. On a miss
+   the user's mode and options are all there is, exactly as with `backend="inductor"`.
+
+Freezing is decided by Dynamo before any backend runs, so this plain backend cannot turn
+it on: a stored config with `freezing=True` is applied without freezing, and the backend
+says so once per process at INFO. `tuner.compile` (see `tuner.api`) applies it.
+
+Logging: one INFO line per graph on the `tuner.lookup` logger (hit or miss; silent by
+default, since Python's default level is WARNING). `TUNER_EXPLAIN=1` prints the full
+decision per graph to stderr, once per graph and platform.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from tuner.errors import UsageError
+from tuner.lookup import Decision, Explanation, Lookup, Tier, print_explanation, process_lookup, short
+
+if TYPE_CHECKING:
+    import torch.fx
+
+    from tuner.compiler import CompileConfig
+
+log = logging.getLogger("tuner.lookup")
+
+_once_lock = threading.Lock()
+_said_freezing = False
+
+
+class TunerBackend:
+    """A Dynamo backend that looks up and applies stored configs.
+
+    `tuner_backend` (the entry point) is the plain instance. `tuner.compile` makes its own
+    instances with a `FreezingPlan`, which lets a stored freezing config take effect.
+    `lookup` defaults to the process-wide `tuner.lookup.process_lookup()`.
+    """
+
+    def __init__(self, *, mode: str | None = None, options: Mapping[str, Any] | None = None,
+                 lookup: Lookup | None = None, freezing: "FreezingPlan | None" = None) -> None:
+        self.mode = mode
+        self.options = dict(options) if options else None
+        self._lookup = lookup
+        self.freezing = freezing
+        self._index = itertools.count()
+
+    @property
+    def lookup(self) -> Lookup:
+        return self._lookup if self._lookup is not None else process_lookup()
+
+    def __call__(self, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any], **kwargs: Any) -> Callable:
+        mode = kwargs.pop("mode", self.mode)
+        options = kwargs.pop("options", self.options)
+        if kwargs:
+            raise UsageError(f"the tuner backend takes mode= and options= only, got {', '.join(sorted(kwargs))}; "
+                             f"pass Inductor settings as options={{...}}")
+        index = next(self._index)
+        decision = self.freezing.decision_for_frozen_trace() if self.freezing is not None else None
+        if decision is not None:
+            config = _without_untraced_freezing(decision)
+            _report(index, decision, note="frozen re-trace, decided from the first call")
+        else:
+            lookup = self.lookup
+            found = lookup.decide_graph(gm, example_inputs, index=index, explain=lookup.settings.explain)
+            decision = found.decision
+            if self.freezing is not None and self.freezing.probe(decision):
+                _report(index, decision, found.explanation,
+                        note="runs uncompiled this once; compiled with freezing from the next call")
+                return gm.forward
+            config = _without_untraced_freezing(decision)
+            note = "" if config.freezing == decision.config.freezing else (
+                "freezing not applied: Dynamo decides it before a backend runs; tuner.compile(model) applies it")
+            _report(index, decision, found.explanation, note=note)
+        from tuner.compiler import make_backend
+
+        return make_backend(config)(gm, example_inputs, mode=mode, options=options)
+
+
+class FreezingPlan:
+    """How one `tuner.compile`d model gets a stored freezing config applied.
+
+    Phase 1 (the first call with grad off, traced normally): each graph is looked up by its key. If a
+    graph's config turns freezing on and grad is off, that graph runs uncompiled for this
+    one call (`probe`) and the plan asks for phase 2. Phase 2 (every later call, under
+    `trace_context`): Dynamo re-traces with parameters as constants; those graphs have
+    other keys than the stored ones, so the n-th frozen graph gets the n-th decision of
+    phase 1 (`decision_for_frozen_trace`). Graphs traced beyond them (new shapes) are
+    looked up by their own key, which misses for a frozen graph.
+    """
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []     # phase 1's graphs, in Dynamo's order
+        self.probing = False                    # set by tuner.compile around the first no-grad call
+        self.requested = False                  # some graph of that call wants freezing
+        self._frozen_seen = 0
+
+    def probe(self, decision: Decision) -> bool:
+        """Phase 1: remember the decision; True when its graph should run uncompiled this once
+        because its config turns freezing on (and grad is off)."""
+        import torch
+
+        if not self.probing or torch.is_grad_enabled():
+            return False
+        self.decisions.append(decision)
+        if decision.hit and decision.config.freezing:
+            self.requested = True
+            return True
+        return False
+
+    def decision_for_frozen_trace(self) -> Decision | None:
+        """Phase 2: the phase-1 decision for the graph Dynamo is tracing now, when it is a
+        frozen trace (prepare_freezing on, grad off) within phase 1's graph count."""
+        import torch
+        import torch._dynamo.config as dynamo_config
+
+        if not (self.requested and not self.probing and dynamo_config.prepare_freezing
+                and not torch.is_grad_enabled()):
+            return None
+        n, self._frozen_seen = self._frozen_seen, self._frozen_seen + 1
+        return self.decisions[n] if n < len(self.decisions) else None
+
+
+def _without_untraced_freezing(decision: Decision) -> "CompileConfig":
+    """The config to compile with: freezing stays only where Dynamo traced for it."""
+    import torch
+    import torch._dynamo.config as dynamo_config
+
+    config = decision.config
+    if not config.freezing:
+        return config
+    if dynamo_config.prepare_freezing and not torch.is_grad_enabled():
+        return config
+    global _said_freezing
+    with _once_lock:
+        first, _said_freezing = not _said_freezing, True
+    if first:
+        log.info("tuner: the stored config for graph %s turns freezing on, which torch.compile(backend=\"tuner\") "
+                 "cannot do (Dynamo decides it before the backend runs, and only for inference); applying the "
+                 "rest of the config. To get freezing, compile with tuner.compile(model) and call it under "
+                 "torch.no_grad()", short(decision.graph_key))
+    return dataclasses.replace(config, freezing=False)
+
+
+def _report(index: int, decision: Decision, explanation: Explanation | None = None, *, note: str = "") -> None:
+    """One INFO line per graph; with TUNER_EXPLAIN=1 the explanation (first time only) to stderr."""
+    suffix = f"; {note}" if note else ""
+    what = {Tier.EXACT: "exact hit", Tier.SAME_HARDWARE: "same-hardware hit"}.get(decision.tier)
+    if what is not None:
+        log.info("tuner: graph %d (key %s): %s: %s%s", index, short(decision.graph_key), what,
+                 decision.reason, suffix)
+    else:
+        log.info("tuner: graph %d (key %s): %s: %s; compiling with Inductor's defaults%s", index,
+                 short(decision.graph_key), "miss" if decision.tier is Tier.MISS else "no lookup",
+                 decision.reason, suffix)
+    if explanation is not None:
+        print_explanation(explanation, note=note)
+
+
+_plain = TunerBackend()
+
+
+def tuner_backend(gm: "torch.fx.GraphModule", example_inputs: Sequence[Any], **kwargs: Any) -> Callable:
+    """The `torch_dynamo_backends` entry point: `torch.compile(model, backend="tuner")`.
+
+    Accepts `mode=` and `options=` as `backend="inductor"` does; see the module docstring.
+    """
+    return _plain(gm, example_inputs, **kwargs)

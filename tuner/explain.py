@@ -1,0 +1,49 @@
+"""`tuner explain model.py`: per graph, which stored config `backend="tuner"` would apply.
+
+It captures the model file's graphs exactly as `tuner search` does (same inputs, grad off)
+and asks the same `tuner.lookup.Lookup` the backend uses, without warnings: for each graph
+it prints the tier that hit, or why none did and the nearest stored keys. A database that
+cannot be read is an error (exit 1) naming the fix; a miss is not (exit 0).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tuner.settings import Settings
+
+
+def add_explain_parser(subparsers: Any) -> None:
+    """Add `explain` to the CLI's subcommands (called from `tuner.cli.build_parser`)."""
+    p = subparsers.add_parser("explain", help="show which stored config each graph of a model file would get, and why")
+    p.add_argument("model", help="Python file defining get_model() and get_inputs()")
+    p.add_argument("--db", metavar="URL", help="database URL (default: $TUNER_DB or the per-user SQLite file)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads of the program to explain (part of a CPU platform; default: torch's)")
+    p.set_defaults(func=cmd_explain)
+
+
+def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
+    import torch
+
+    from tuner.lookup import Lookup, explain_graph, format_explanation, short
+    from tuner.modelfile import load_model_file
+    from tuner.platform import current_platform
+    from tuner.workload import capture_workload
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    loaded = load_model_file(args.model)
+    workload = capture_workload(loaded)
+    platform = current_platform(loaded.device)
+    lookup = Lookup(settings, warn=False)
+    store = lookup.store()          # StorageError here: the CLI prints `error: ...` and exits 1
+    print(f"{workload.name}: {len(workload.graphs)} graph(s), workload {short(workload.key)}, "
+          f"on {platform.describe()} [platform {short(platform.key)}]; database {store.safe_url}")
+    for graph in workload.graphs:
+        print(format_explanation(explain_graph(lookup, graph, platform, workload_name=workload.name)))
+    if lookup.unusable is not None:
+        print(f"error: {lookup.unusable}", file=sys.stderr)
+        return 1
+    return 0
