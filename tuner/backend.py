@@ -29,7 +29,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tuner.errors import UsageError
-from tuner.lookup import Decision, Explanation, Lookup, Tier, print_explanation, process_lookup, short
+from tuner.explanation import Explanation, print_explanation
+from tuner.lookup import Decision, Lookup, Tier, process_lookup, short
 
 if TYPE_CHECKING:
     import torch.fx

@@ -119,7 +119,7 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     """
     import torch
 
-    from tuner.measure import calibrate, device_sync, time_samples
+    from tuner.measure import calibrate, time_samples
     from tuner.workers.lock import measure_lock
 
     if request.threads:

@@ -27,7 +27,8 @@ def add_explain_parser(subparsers: Any) -> None:
 def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
     import torch
 
-    from tuner.lookup import Lookup, explain_graph, format_explanation, short
+    from tuner.explanation import explain_graph, format_explanation
+    from tuner.lookup import Lookup, short
     from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
     from tuner.workload import capture_workload

@@ -7,7 +7,7 @@ from typing import TextIO
 
 from tuner.confirm import DEFAULT, EAGER
 from tuner.storage.records import BestConfig, TrialRecord
-from tuner.verdict import MODE_PREFIX, Verdict
+from tuner.verdict import Verdict
 
 
 def _fmt(value: float | None, spec: str = ".3f", none: str = "-") -> str:
