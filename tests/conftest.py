@@ -1,6 +1,27 @@
-"""Shared fixtures. Helpers that tests import live in tests/helpers.py."""
+"""Shared fixtures. Helpers that tests import live in tests/helpers.py.
+
+PostgreSQL: `postgres_server` starts one throw-away cluster per test session on 127.0.0.1
+(a free port, a data folder under the system temp folder, owned by the `postgres` user when
+the tests run as root, because the server refuses to run as root), and deletes it at the
+end. `postgres_url` gives each test a fresh, empty database on it. Without server binaries
+the postgres tests are skipped with the reason; scripts/test.sh installs them, so CI runs them.
+
+Authentication: the `postgres` superuser connects over TCP without a password (trust);
+every other role must give its password (scram-sha-256), so tests of roles and passwords
+exercise real authentication.
+"""
 from __future__ import annotations
 
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -9,3 +30,149 @@ import pytest
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'tuner.db'}"
+
+
+def _postgres_bindir() -> Path | None:
+    """The folder holding initdb and pg_ctl: Debian's newest, else whatever is on PATH."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+HBA = """\
+local all all trust
+host all postgres 127.0.0.1/32 trust
+host all all 127.0.0.1/32 scram-sha-256
+"""
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """A running throw-away cluster. `url(db, user, password)` builds a connection URL."""
+
+    host: str
+    port: int
+    folder: Path
+
+    def url(self, database: str = "postgres", *, user: str = "postgres",
+            password: str | None = None) -> str:
+        auth = user if password is None else f"{user}:{password}"
+        return f"postgresql://{auth}@{self.host}:{self.port}/{database}"
+
+    def execute(self, *statements: str, database: str = "postgres") -> None:
+        """Run statements as the superuser, in autocommit (CREATE DATABASE needs it)."""
+        import psycopg2
+
+        connection = psycopg2.connect(host=self.host, port=self.port, user="postgres",
+                                      dbname=database, connect_timeout=10)
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                for statement in statements:
+                    cursor.execute(statement)
+        finally:
+            connection.close()
+
+
+def _as_postgres(command: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return command
+    runuser = shutil.which("runuser")
+    if runuser:
+        return [runuser, "-u", "postgres", "--", *command]
+    return ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(map(_quote, command))]
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    pytest.importorskip("psycopg2", reason="the PostgreSQL tests need psycopg2: "
+                                           "pip install 'tuner[postgres]'")
+    bindir = _postgres_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's "
+                    "`postgresql` package (scripts/test.sh does) to run the postgres tests")
+    folder = Path(tempfile.mkdtemp(prefix="tuner-pg-"))
+    data = folder / "data"
+    if os.geteuid() == 0:
+        import pwd
+
+        owner = pwd.getpwnam("postgres")
+        os.chown(folder, owner.pw_uid, owner.pw_gid)
+    run = lambda *args: subprocess.run(_as_postgres([str(a) for a in args]), check=True,
+                                       capture_output=True, text=True, timeout=120)
+    try:
+        run(bindir / "initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync",
+            "-E", "UTF8", "--locale", "C")
+        (data / "pg_hba.conf").write_text(HBA)
+        port = _start(run, bindir, data, folder)
+    except subprocess.CalledProcessError as exc:
+        log = folder / "log"
+        detail = log.read_text()[-2000:] if log.exists() else ""
+        shutil.rmtree(folder, ignore_errors=True)
+        raise RuntimeError(f"could not start PostgreSQL: {exc.stderr or exc.stdout} {detail}") from exc
+    try:
+        yield PostgresServer(host="127.0.0.1", port=port, folder=folder)
+    finally:
+        subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate",
+                                     "-w", "stop"]), capture_output=True, timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _start(run, bindir: Path, data: Path, folder: Path) -> int:
+    """Start the server on a free port; retry when another process took the port first."""
+    for attempt in range(3):
+        port = _free_port()
+        options = (f"-k {folder} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off "
+                   f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        try:
+            run(bindir / "pg_ctl", "-D", data, "-o", options, "-l", folder / "log", "-w",
+                "-t", "60", "start")
+            return port
+        except subprocess.CalledProcessError:
+            if attempt == 2:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("unreachable")
+
+
+RESET = ("DROP SCHEMA IF EXISTS public CASCADE",
+         "CREATE SCHEMA public AUTHORIZATION pg_database_owner",
+         "GRANT USAGE ON SCHEMA public TO PUBLIC")
+_spare: list[str] = []     # emptied databases, handed out again (CREATE DATABASE takes ~1 s)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A URL to a fresh, empty database, as the superuser.
+
+    Afterwards its connections are ended and its `public` schema is dropped and recreated,
+    and the database is kept for a later test: an empty database at a tenth of the cost of
+    CREATE DATABASE. A test that creates roles drops them itself (DROP OWNED BY, DROP ROLE).
+    """
+    if _spare:
+        name = _spare.pop()
+    else:
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        postgres_server.execute(f"CREATE DATABASE {name}")
+    try:
+        yield postgres_server.url(name)
+    finally:
+        postgres_server.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+        postgres_server.execute(*RESET, database=name)
+        _spare.append(name)

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_db_upgrade)
     from tuner.sharing import add_db_commands   # export, import, merge, ls
     add_db_commands(dbsub)
+    from tuner.explain import add_explain_parser   # explain MODEL: which stored config applies
+    add_explain_parser(sub)
     return parser
 
 
@@ -109,11 +111,12 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
                     timeout_s=args.timeout or settings.trial_timeout_s, resume=args.resume, repeat=args.repeat,
                     threads=threads, rounds=args.rounds, test_faults=tuple(sorted(settings.test_faults.items())))
     store = _open_store(settings, create=True)
+    store.check_writable()                      # a read-only role stops here, before any trial
     executor = get_executor(executor_name, workers=args.workers, address=args.address or settings.ray_address)
     print(f"tuning {target.workload.name} ({len(target.workload.graphs)} graph(s), workload {target.workload.key[:12]}) "
           f"on {target.platform.describe()}; database {store.safe_url}", file=sys.stderr)
-    progress = Progress(args.trials, done=len(store.trials(store.last_study(target.workload.key, target.platform.key).id))
-                        if args.resume and store.last_study(target.workload.key, target.platform.key) else 0)
+    resumed = store.last_study(target.workload.key, target.platform.key) if args.resume else None
+    progress = Progress(args.trials, done=len(store.trials(resumed.id)) if resumed else 0)
     try:
         result = tune(job, target, store=store, executor=executor, user=settings.user, on_result=progress.update)
     finally:

@@ -1,0 +1,149 @@
+"""Engines for tuner databases, and the one translation of driver errors into StorageError.
+
+SQLite: WAL, a busy timeout and foreign keys on every connection, and our own BEGIN:
+pysqlite's implicit transactions are switched off, reads start with a plain `BEGIN`, and
+connections that carry the `WRITE` execution option start with `BEGIN IMMEDIATE`, because in
+WAL mode a deferred read-then-write transaction fails with BUSY instead of waiting.
+A read-only SQLite open uses a `mode=ro` URI: nothing is created and nothing is written.
+PostgreSQL: `pool_pre_ping`, libpq's `connect_timeout`, and read-only sessions through
+`default_transaction_read_only`.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError, StatementError
+
+from tuner.errors import ReadOnlyDatabase, SchemaOutdated, StorageError
+from tuner.storage.urls import hide_secret, parse_url, safe_url, sqlite_path
+
+BEGIN_OPTION = "tuner_sqlite_begin"
+WRITE = {BEGIN_OPTION: "IMMEDIATE"}     # execution options of a write transaction
+DEFAULT_BUSY_TIMEOUT_S = 5.0
+
+
+def make_engine(url: str, *, readonly: bool = False, timeout_s: float | None = None,
+                foreign_keys: bool = True) -> Engine:
+    """An engine for `url`; connects lazily.
+
+    `timeout_s` bounds the wait for a connection (PostgreSQL) or for a lock (SQLite busy
+    timeout, 5 s when None). `foreign_keys=False` is for migrations only: SQLite batch mode
+    drops and recreates tables, which must not cascade. Raises StorageError for an
+    unsupported or malformed URL, a missing read-only SQLite file, or a missing driver.
+    """
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, readonly=readonly, timeout_s=timeout_s,
+                              foreign_keys=foreign_keys)
+    return _postgres_engine(parsed, readonly=readonly, timeout_s=timeout_s)
+
+
+def _sqlite_engine(url: URL, *, readonly: bool, timeout_s: float | None,
+                   foreign_keys: bool) -> Engine:
+    path = sqlite_path(url)
+    safe = safe_url(url)
+    if path is not None and readonly:
+        if not path.is_file():
+            raise StorageError(f"database {safe} does not exist; "
+                               f"create it with: tuner db upgrade --db {safe}")
+        url = url.set(database=f"file:{quote(str(path))}", query={"mode": "ro", "uri": "true"})
+    elif path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create the folder of database {safe} ({exc.strerror}); "
+                               f"choose a writable --db path") from exc
+    engine = create_engine(url)
+    busy_ms = int(1000 * (DEFAULT_BUSY_TIMEOUT_S if timeout_s is None else max(timeout_s, 0.0)))
+    _install_sqlite_hooks(engine, busy_ms=busy_ms, wal=not readonly, foreign_keys=foreign_keys)
+    return engine
+
+
+def _install_sqlite_hooks(engine: Engine, *, busy_ms: int, wal: bool, foreign_keys: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None   # we emit BEGIN ourselves, below
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+            if wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        mode = connection.get_execution_options().get(BEGIN_OPTION, "")
+        connection.exec_driver_sql(f"BEGIN {mode}".strip())
+
+
+def _postgres_driver() -> str:
+    """A bare `postgresql://` means psycopg (3) to SQLAlchemy 2.1; tuner[postgres] installs
+    psycopg2, so use whichever is installed, psycopg2 first."""
+    for module, driver in (("psycopg2", "postgresql+psycopg2"), ("psycopg", "postgresql+psycopg")):
+        if importlib.util.find_spec(module) is not None:
+            return driver
+    return "postgresql+psycopg2"   # create_engine then names the missing module
+
+
+def _postgres_engine(url: URL, *, readonly: bool, timeout_s: float | None) -> Engine:
+    if url.drivername == "postgresql":
+        url = url.set(drivername=_postgres_driver())
+    connect_args: dict[str, Any] = {}
+    if timeout_s is not None:
+        connect_args["connect_timeout"] = max(1, math.ceil(timeout_s))   # libpq: whole seconds
+    if readonly:
+        connect_args["options"] = "-c default_transaction_read_only=on"
+    try:
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    except ModuleNotFoundError as exc:
+        raise StorageError(f"database {safe_url(url)} needs the PostgreSQL driver; "
+                           f"install it: pip install 'tuner[postgres]'") from exc
+
+
+def caller_bug(exc: SQLAlchemyError) -> Exception | None:
+    """The caller's exception when SQLAlchemy failed to bind a value (no database involved)."""
+    if isinstance(exc, StatementError) and not isinstance(exc, DBAPIError):
+        if isinstance(exc.orig, Exception) and not isinstance(exc.orig, SQLAlchemyError):
+            return exc.orig
+    return None
+
+
+def storage_error(exc: BaseException, url: URL) -> StorageError:
+    """Turn a SQLAlchemy or driver error into one line naming the database and the fix.
+
+    The password never appears: the URL is shown by `safe_url`, and the raw password is
+    scrubbed from the driver's text too.
+    """
+    safe = safe_url(url)
+    orig = getattr(exc, "orig", None) or exc
+    detail = hide_secret(" ".join(str(orig).split()), url)[:300]
+    low = detail.lower()
+    sqlstate = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
+    if "readonly database" in low or sqlstate == "25006":
+        return ReadOnlyDatabase(f"database {safe} is read-only ({detail}); "
+                                f"open it writable, or point --db at a database you can write")
+    if "file is not a database" in low or "file is encrypted" in low:
+        return StorageError(f"{safe} is not a SQLite database ({detail}); check the --db path, "
+                            f"or move the file aside and run: tuner db upgrade --db {safe}")
+    if "database is locked" in low or "database is busy" in low:
+        return StorageError(f"database {safe} is locked by another writer ({detail}); "
+                            f"retry when that process finishes")
+    if "no such table" in low or sqlstate == "42P01":
+        return SchemaOutdated(f"database {safe} lacks tuner tables ({detail}); "
+                              f"run: tuner db upgrade --db {safe}")
+    if "unable to open database file" in low:
+        return StorageError(f"cannot open database {safe} ({detail}); "
+                            f"check that the file and its folder exist and are accessible")
+    if isinstance(exc, OperationalError) and url.get_backend_name() != "sqlite":
+        return StorageError(f"cannot use database {safe} ({detail}); "
+                            f"check that the server is running and the URL is right")
+    kind = type(orig).__name__ if isinstance(exc, DBAPIError) else type(exc).__name__
+    return StorageError(f"database error on {safe}: {kind}: {detail}; "
+                        f"re-run with --debug for the traceback")

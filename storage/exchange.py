@@ -1,0 +1,396 @@
+"""Exchange files: best configs as versioned JSON with a checksum; import, export and merge.
+
+The format (version 1), one JSON object and nothing else (never pickle):
+
+    {"format": "tuner-exchange", "version": 1, "checksum": "sha256:<hex>",
+     "exported_at": "<ISO 8601 UTC>", "exported_by": {"user", "host", "tuner_version"},
+     "platforms": [{"key", "hardware_key", "software_key", "device", "hardware", "software"}],
+     "workloads": [{"key", "name", "graphs": [{"index", "key", "num_nodes", "input_meta", "code"}]}],
+     "records":   [{"graph_key", "platform_key", "workload_key", "params", "is_default",
+                    "speedup", "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms",
+                    "user", "host", "tuner_version", "torch_version", "triton_version",
+                    "created_at"}]}
+
+The checksum is the sha256 of the canonical JSON (sorted keys, no spaces) of the object
+without its "checksum" member, so it does not depend on the file's layout.
+
+An import is validated whole before anything is written: size, JSON, format and version,
+checksum, then every object (required keys, no unknown keys, types, string sizes, finite
+numbers), every platform, graph and workload key against a hash of its content, and every
+knob against the allow-list (`tuner.search_spaces.validate_params`). Then `Store.apply_snapshot`
+writes everything in one transaction. Any problem raises ExchangeError and writes nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import ExchangeError, SpaceError
+from tuner.platform import Platform, platform_from_parts
+from tuner.storage.provenance import utc_iso
+from tuner.storage.records import ApplyReport, BestConfig, Snapshot
+from tuner.storage.store import Store
+from tuner.storage.urls import safe_url
+from tuner.trial import canonical_json
+from tuner.workload import GraphFingerprint, Workload
+
+FORMAT = "tuner-exchange"
+VERSION = 1
+MAX_FILE_BYTES = 64 * 2**20
+MAX_STRING = 4096                       # bytes of UTF-8, for every string but the two below
+MAX_GRAPH_CODE = 2**20                  # a graph's canonical text
+MAX_INPUT_META = 256 * 2**10
+MAX_ENTRIES = 64                        # keys of a platform's hardware or software
+_INT_MAX = 2**31 - 1
+
+_TOP = {"format": str, "version": int, "checksum": str, "exported_at": str, "exported_by": dict,
+        "platforms": list, "workloads": list, "records": list}
+_BY = {"user": str, "host": str, "tuner_version": str}
+_PLATFORM = {"key": str, "hardware_key": str, "software_key": str, "device": str,
+             "hardware": dict, "software": dict}
+_WORKLOAD = {"key": str, "name": str, "graphs": list}
+_GRAPH = {"index": int, "key": str, "num_nodes": int, "input_meta": str, "code": str}
+_RECORD = {"graph_key": str, "platform_key": str, "workload_key": str, "params": dict,
+           "is_default": bool, "speedup": float, "ci_low": float, "ci_high": float,
+           "rounds": int, "latency_ms": (float, None), "baseline_ms": (float, None),
+           "user": str, "host": str, "tuner_version": str, "torch_version": str,
+           "triton_version": str, "created_at": str}
+_LENGTHS = {"key": 128, "hardware_key": 128, "software_key": 128, "device": 16,
+            "graph_key": 128, "platform_key": 128, "workload_key": 128, "name": 255,
+            "user": 255, "host": 255, "tuner_version": 64, "torch_version": 128,
+            "triton_version": 128, "code": MAX_GRAPH_CODE, "input_meta": MAX_INPUT_META}
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    path: str
+    records: int
+    platforms: int
+    workloads: int
+    checksum: str
+
+
+# ---------------------------------------------------------------- writing
+
+def to_document(snapshot: Snapshot, *, user: str, host: str, tuner_version: str,
+                exported_at: datetime | None = None) -> dict[str, Any]:
+    """The exchange object for `snapshot`, checksum included. Study ids stay behind."""
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": utc_iso(exported_at or datetime.now(timezone.utc)),
+        "exported_by": {"user": user, "host": host, "tuner_version": tuner_version},
+        "platforms": [{"key": p.key, "hardware_key": p.hardware_key,
+                       "software_key": p.software_key, "device": p.device,
+                       "hardware": dict(p.hardware), "software": dict(p.software)}
+                      for p in snapshot.platforms],
+        "workloads": [{"key": w.key, "name": w.name, "graphs": [asdict(g) for g in w.graphs]}
+                      for w in snapshot.workloads],
+        "records": [_record(b) for b in snapshot.bests],
+    }
+    document["checksum"] = checksum_of(document)
+    return document
+
+
+def _record(best: BestConfig) -> dict[str, Any]:
+    assert best.created_at is not None
+    floats = {name: None if getattr(best, name) is None else float(getattr(best, name))
+              for name in ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms")}
+    return {**{name: getattr(best, name) for name in _RECORD}, **floats,
+            "params": dict(best.params), "rounds": int(best.rounds),
+            "created_at": utc_iso(best.created_at)}
+
+
+def checksum_of(document: dict[str, Any]) -> str:
+    body = {key: value for key, value in document.items() if key != "checksum"}
+    return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def export_file(store: Store, path: str | Path, *, workload_keys: list[str] | None = None,
+                platform_keys: list[str] | None = None, user: str, host: str,
+                tuner_version: str) -> ExportReport:
+    """Write the selected best configs to `path` (atomically: a temporary file, then a
+    rename). Raises ExchangeError when nothing matches the selection; writes nothing then."""
+    snapshot = store.snapshot(workload_keys=workload_keys, platform_keys=platform_keys)
+    if not snapshot.bests:
+        raise ExchangeError(f"no best configs to export from {store.safe_url} for this "
+                            f"selection; list them with: tuner db ls")
+    document = to_document(snapshot, user=user, host=host, tuner_version=tuner_version)
+    target = Path(path)
+    text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)          # mkstemp's 0600 would hide the file from the team
+        os.replace(temporary, target)
+    except OSError as exc:
+        raise ExchangeError(f"cannot write {target} ({exc.strerror}); choose a writable "
+                            f"--out path") from exc
+    return ExportReport(path=str(target), records=len(snapshot.bests),
+                        platforms=len(snapshot.platforms), workloads=len(snapshot.workloads),
+                        checksum=document["checksum"])
+
+
+# ---------------------------------------------------------------- reading
+
+def read_file(path: str | Path) -> Snapshot:
+    """Read and validate an exchange file. Raises ExchangeError naming the first problem."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ExchangeError(f"{path} is {size} bytes, over the {MAX_FILE_BYTES}-byte limit "
+                                f"of an exchange file; export fewer configs per file "
+                                f"(--workload, --platform)")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ExchangeError(f"cannot read {path} ({exc.strerror}); check the file name") from exc
+    return parse(data, name=str(path))
+
+
+def parse(data: bytes, *, name: str) -> Snapshot:
+    """Validate exchange bytes (see the module docstring); ExchangeError on any problem."""
+    if len(data) > MAX_FILE_BYTES:
+        raise ExchangeError(f"{name} is over the {MAX_FILE_BYTES}-byte limit of an exchange file")
+    try:
+        document = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                              parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise _refuse(name, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise _refuse(name, f"is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                            f"{exc.colno}; a truncated or edited file?)") from None
+    except RecursionError:
+        raise _refuse(name, "nests JSON too deeply to be an exchange file") from None
+    except ValueError as exc:           # from the hooks
+        raise _refuse(name, str(exc)) from None
+    return validate(document, name=name)
+
+
+def validate(document: Any, *, name: str) -> Snapshot:
+    """Check a parsed exchange object completely and return its content; ExchangeError
+    naming the first problem otherwise."""
+    try:
+        return _validate(document, name)
+    except _Invalid as exc:
+        raise _refuse(name, f"is invalid: {exc}") from None
+
+
+def _validate(document: Any, name: str) -> Snapshot:
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise _refuse(name, f'is not a tuner exchange file (no "format": "{FORMAT}")')
+    version = document.get("version")
+    if type(version) is not int:
+        raise _refuse(name, f"has no integer format version (got {_show(version)})")
+    if version > VERSION:
+        raise _refuse(name, f"is exchange format version {version}, newer than this tuner's "
+                            f"version {VERSION}; upgrade tuner (pip install -U tuner) to read it")
+    if version < 1:
+        raise _refuse(name, f"has unknown exchange format version {version}")
+    _fields(document, _TOP, "the file")
+    if checksum_of(document) != document["checksum"]:
+        raise _refuse(name, "fails its checksum: the file was changed or damaged after export; "
+                            "export it again from the source database")
+    _fields(document["exported_by"], _BY, "exported_by")
+    platforms = _platforms(document["platforms"])
+    workloads = _workloads(document["workloads"])
+    bests = tuple(_best(record, index, platforms) for index, record in
+                  enumerate(document["records"]))
+    return Snapshot(platforms=tuple(platforms.values()), workloads=workloads, bests=bests)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"repeats the key {_show(key)} in one JSON object")
+        result[key] = value
+    return result
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"contains {text}, which is not a finite number")
+
+
+def _refuse(name: str, problem: str) -> ExchangeError:
+    return ExchangeError(f"{name} {problem}; nothing was imported")
+
+
+class _Invalid(Exception):
+    """A problem inside the document; `validate` words it as an ExchangeError."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fields(obj: Any, spec: dict[str, Any], where: str) -> None:
+    """Exactly the keys of `spec`, each of its type (int: not bool; float: finite, int ok),
+    strings within their size limit."""
+    if not isinstance(obj, dict):
+        raise _Invalid(f"{where} must be a JSON object, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - set(spec))
+    if unknown:
+        raise _Invalid(f"{where} has unknown key(s) {', '.join(map(_show, unknown[:5]))}")
+    missing = sorted(set(spec) - set(obj))
+    if missing:
+        raise _Invalid(f"{where} lacks required key(s) {', '.join(missing)}")
+    for key, kind in spec.items():
+        value = obj[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if value is None and None in kinds:
+            continue
+        if not any(_is(value, k) for k in kinds if k is not None):
+            wanted = " or ".join("null" if k is None else k.__name__ for k in kinds)
+            raise _Invalid(f"{where}: {key} must be {wanted}, got {_show(value)}")
+        if isinstance(value, str):
+            _string(value, f"{where}: {key}", _LENGTHS.get(key, MAX_STRING))
+        if isinstance(value, int) and not isinstance(value, bool) and not -_INT_MAX <= value <= _INT_MAX:
+            raise _Invalid(f"{where}: {key} {value} is out of range")
+
+
+def _is(value: Any, kind: type) -> bool:
+    if kind is int:
+        return type(value) is int
+    if kind is float:
+        return type(value) in (int, float) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+def _string(value: str, where: str, limit: int) -> None:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise _Invalid(f"{where} is a {size}-byte string, over the {limit}-byte limit")
+    if "\x00" in value:
+        raise _Invalid(f"{where} contains a NUL character")
+
+
+def _text_map(obj: dict[str, Any], where: str) -> dict[str, str]:
+    if len(obj) > MAX_ENTRIES:
+        raise _Invalid(f"{where} has {len(obj)} entries, over the limit of {MAX_ENTRIES}")
+    for key, value in obj.items():
+        _string(key, f"{where} key", 128)
+        if not isinstance(value, str):
+            raise _Invalid(f"{where}: {key} must be a string, got {_show(value)}")
+        _string(value, f"{where}: {key}", MAX_STRING)
+    return obj
+
+
+def _platforms(items: list[Any]) -> dict[str, Platform]:
+    platforms: dict[str, Platform] = {}
+    for index, item in enumerate(items):
+        where = f"platform {index}"
+        _fields(item, _PLATFORM, where)
+        hardware = _text_map(item["hardware"], f"{where} hardware")
+        software = _text_map(item["software"], f"{where} software")
+        rebuilt = platform_from_parts(item["device"], hardware, software)
+        if (rebuilt.key, rebuilt.hardware_key, rebuilt.software_key) != (
+                item["key"], item["hardware_key"], item["software_key"]):
+            raise _Invalid(f"{where} ({_show(item['key'])}): its keys do not match its "
+                           f"hardware and software")
+        if rebuilt.key in platforms:
+            raise _Invalid(f"{where}: platform {rebuilt.key} is listed twice")
+        platforms[rebuilt.key] = rebuilt
+    return platforms
+
+
+def _workloads(items: list[Any]) -> tuple[Workload, ...]:
+    workloads: dict[str, Workload] = {}
+    for index, item in enumerate(items):
+        where = f"workload {index}"
+        _fields(item, _WORKLOAD, where)
+        graphs = []
+        for position, graph in enumerate(item["graphs"]):
+            _fields(graph, _GRAPH, f"{where} graph {position}")
+            if graph["index"] != position or graph["num_nodes"] < 0:
+                raise _Invalid(f"{where} graph {position}: index must be {position} and "
+                               f"num_nodes not negative")
+            if hashlib.sha256(graph["code"].encode()).hexdigest()[:32] != graph["key"]:
+                raise _Invalid(f"{where} graph {position}: its key does not match its code")
+            graphs.append(GraphFingerprint(**graph))
+        joined = "\n".join(g.key for g in graphs)
+        if not graphs or hashlib.sha256(joined.encode()).hexdigest()[:32] != item["key"]:
+            raise _Invalid(f"{where} ({_show(item['key'])}): its key does not match its graphs")
+        if item["key"] in workloads:
+            raise _Invalid(f"{where}: workload {item['key']} is listed twice")
+        workloads[item["key"]] = Workload(key=item["key"], name=item["name"], graphs=tuple(graphs))
+    return tuple(workloads.values())
+
+
+def _best(record: Any, index: int, platforms: dict[str, Platform]) -> BestConfig:
+    where = f"record {index}"
+    _fields(record, _RECORD, where)
+    where = f"record {index} (graph {record['graph_key'][:12]})"
+    if record["platform_key"] not in platforms:
+        raise _Invalid(f"{where}: platform {record['platform_key']} is not in the file's platforms")
+    _check_params(record["params"], where)
+    if record["is_default"] and record["params"]:
+        raise _Invalid(f"{where}: a default-is-best record must have empty params")
+    speedup, low, high = record["speedup"], record["ci_low"], record["ci_high"]
+    if not (0 < low <= high and 0 < speedup) or record["rounds"] < 1:
+        raise _Invalid(f"{where}: evidence must have 0 < ci_low <= ci_high, speedup > 0 and "
+                       f"rounds >= 1")
+    for name in ("latency_ms", "baseline_ms"):
+        if record[name] is not None and record[name] < 0:
+            raise _Invalid(f"{where}: {name} must not be negative")
+    try:
+        created = datetime.fromisoformat(record["created_at"])
+    except ValueError:
+        raise _Invalid(f"{where}: created_at {_show(record['created_at'])} is not an ISO 8601 "
+                       f"time") from None
+    if created.tzinfo is None:
+        raise _Invalid(f"{where}: created_at must name its time zone (e.g. +00:00)")
+    fields = {name: record[name] for name in _RECORD if name != "created_at"}
+    for name in ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms"):
+        fields[name] = None if fields[name] is None else float(fields[name])
+    return BestConfig(**fields, created_at=created.astimezone(timezone.utc))
+
+
+def _check_params(params: dict[str, Any], where: str) -> None:
+    from tuner.search_spaces import validate_params
+
+    for key, value in params.items():
+        _string(key, f"{where}: knob name", 128)
+        if isinstance(value, str):
+            _string(value, f"{where}: {key}", MAX_STRING)
+        elif not (value is None or isinstance(value, (bool, int, float))):
+            raise _Invalid(f"{where}: knob {_show(key)} has a {type(value).__name__} value; "
+                           f"knob values are single JSON scalars")
+    try:
+        validate_params(params)
+    except SpaceError as exc:
+        raise _Invalid(f"{where}: {exc}") from None
+
+
+# ---------------------------------------------------------------- import and merge
+
+def import_file(store: Store, path: str | Path) -> ApplyReport:
+    """Validate the whole file, then write it in one transaction (see Store.apply_snapshot).
+    ExchangeError or ReadOnlyDatabase: nothing was written."""
+    snapshot = read_file(path)
+    store.check_writable()
+    return store.apply_snapshot(snapshot, source="import", origin=Path(path).name)
+
+
+def merge(store: Store, source_url: str, *, user: str, host: str,
+          tuner_version: str) -> ApplyReport:
+    """Pull another database's best configs (with their platforms and workloads) into
+    `store`: read-only on the source, then the same validation and single transaction as
+    an import. The source must be at this tuner's schema."""
+    source_name = safe_url(source_url)
+    with Store.open(source_url, readonly=True) as source:
+        snapshot = source.snapshot()
+    document = to_document(snapshot, user=user, host=host, tuner_version=tuner_version)
+    data = json.dumps(document, allow_nan=False).encode()
+    checked = parse(data, name=source_name)
+    store.check_writable()
+    return store.apply_snapshot(checked, source="merge", origin=source_name)

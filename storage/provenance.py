@@ -1,0 +1,39 @@
+"""Where a best config came from, and which measurement it is.
+
+`measurement_key` identifies one measurement across databases and exchange files: the same
+graph, platform, knobs, evidence, author and time give the same key. History rows are
+unique by it, so saving, importing or merging a measurement twice stores it once.
+alembic/versions/0002_sharing.py restates this function for the rows it seeds: keep the two equal.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from typing import Any
+
+from tuner.storage.records import BestConfig
+from tuner.trial import canonical_json
+
+KEY_FIELDS = ("graph_key", "platform_key", "workload_key", "params", "is_default", "speedup",
+              "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms", "user", "host",
+              "tuner_version", "torch_version", "triton_version", "created_at")
+_FLOATS = ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms")
+
+
+def measurement_key(best: BestConfig) -> str:
+    """The hex sha256 of the measurement's canonical JSON. `best.created_at` must be set
+    (and aware); `study_id`, `source` and `origin` are local to a database and not part of it."""
+    if best.created_at is None or best.created_at.tzinfo is None:
+        raise ValueError("measurement_key needs an aware created_at; set it before saving")
+    data: dict[str, Any] = {name: getattr(best, name) for name in KEY_FIELDS}
+    for name in _FLOATS:
+        data[name] = None if data[name] is None else float(data[name])
+    data["rounds"], data["is_default"] = int(data["rounds"]), bool(data["is_default"])
+    data["params"] = dict(best.params)
+    data["created_at"] = best.created_at.astimezone(timezone.utc).isoformat()
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+
+
+def utc_iso(value: datetime) -> str:
+    """An aware datetime as ISO 8601 in UTC, the form exchange files carry."""
+    return value.astimezone(timezone.utc).isoformat()

@@ -1,0 +1,104 @@
+"""Values that cross the storage boundary. ORM rows never leave `storage/`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tuner.platform import Platform
+from tuner.trial import Measurement
+from tuner.workload import Workload
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    id: int
+    workload_key: str
+    platform_key: str
+    space_hash: str
+    sampler: str
+    seed: int | None
+    trials_requested: int
+    created_at: datetime
+    user: str
+    host: str
+    tuner_version: str = ""
+    torch_version: str = ""          # the study's platform's torch and triton (its trials' too)
+    triton_version: str = ""
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One measured candidate of a study. `number` is unique within the study, and so is `candidate_key`."""
+
+    number: int
+    candidate_key: str
+    params: dict[str, Any]           # Candidate.as_dict(): only non-default knobs
+    measurement: Measurement
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class BestConfig:
+    """The confirmed best config for one graph on one platform, with its evidence and provenance.
+
+    `is_default` true means "tuned, and Inductor's defaults won": lookup applies nothing
+    but knows the workload was tuned.
+    """
+
+    graph_key: str
+    platform_key: str
+    params: dict[str, Any]           # knob values (Candidate.as_dict()); {} when is_default
+    is_default: bool
+    speedup: float                   # median of per-round (default / candidate) latency ratios
+    ci_low: float                    # interval of that speedup
+    ci_high: float
+    rounds: int                      # paired interleaved rounds behind the interval
+    latency_ms: float | None         # tuned latency in the confirmation run
+    baseline_ms: float | None        # default-compile latency in the confirmation run
+    workload_key: str = ""
+    study_id: int | None = None
+    user: str = ""
+    host: str = ""
+    tuner_version: str = ""
+    torch_version: str = ""
+    triton_version: str = ""
+    created_at: datetime | None = None   # when it was measured; None: now, when saved
+    source: str = "search"           # "search", "import" or "merge"
+    origin: str = ""                 # import: the file name; merge: the source URL (no password)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One measurement offered as the best config of its graph and platform (`kept`: it won)."""
+
+    best: BestConfig
+    kept: bool
+    recorded_at: datetime            # when this database received it
+    measurement_key: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Best configs with the platforms and workloads (graphs included) they refer to.
+
+    What `Store.snapshot` reads and `Store.apply_snapshot` writes: the content of an
+    exchange file or of a merge.
+    """
+
+    platforms: tuple[Platform, ...]
+    workloads: tuple[Workload, ...]
+    bests: tuple[BestConfig, ...]
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    """What an import or merge did. `records` = stored + not_better + already_present."""
+
+    records: int
+    stored: int                      # became the best config of its graph and platform
+    not_better: int                  # refused: the stored config has better or fresher evidence
+    already_present: int             # the same measurement was already in this database
+    platforms_added: int
+    workloads_added: int

@@ -1,0 +1,370 @@
+"""The store: the only code that opens database sessions.
+
+Every method runs in one `session_scope()`, which commits or rolls back and turns driver
+errors into StorageError, and returns the frozen records of `records.py`, never ORM rows.
+During a search the driver is the only writer; compile-time lookups open read-only stores.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from tuner.errors import ReadOnlyDatabase
+from tuner.platform import Platform
+from tuner.storage import queries as q
+from tuner.storage.engine import WRITE, caller_bug, make_engine, storage_error
+from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow,
+                                  TrialRow, WorkloadRow, utcnow)
+from tuner.storage.records import (ApplyReport, BestConfig, HistoryEntry, Snapshot, StudyInfo,
+                                   TrialRecord)
+from tuner.storage.schema import check_revision, read_revision
+from tuner.storage.urls import hide_secret, parse_url, safe_url, sqlite_path
+from tuner.workload import Workload
+
+# What `tuner search`, `tuner db import` and `tuner db merge` write: (table, privilege).
+_WRITES = tuple((table, "INSERT") for table in ("platforms", "workloads", "graphs", "studies",
+                                                "trials", "best_configs", "best_history"))
+_WRITES += (("best_configs", "UPDATE"),)
+_WRITE_FIX = ("`tuner search`, `tuner db import` and `tuner db merge` need a role with "
+              "INSERT and UPDATE on the tuner tables (docs/sharing.md); lookups work with this one")
+
+
+class Store:
+    """A tuner database (SQLite file or PostgreSQL). Create one with `Store.open`."""
+
+    def __init__(self, engine: Engine, url: str, *, readonly: bool) -> None:
+        self._engine = engine
+        self._write_engine = engine.execution_options(**WRITE)
+        self._url = parse_url(url)
+        self._readonly = readonly
+
+    @classmethod
+    def open(cls, url: str, *, readonly: bool = False, check_schema: bool = True,
+             connect_timeout_s: float | None = None) -> "Store":
+        """Open the database at `url` and read its schema revision before returning.
+
+        `readonly` never creates or writes anything (SQLite opens `mode=ro`). With
+        `check_schema`, a database that is not at this tuner's head revision is refused:
+        SchemaOutdated (none or older; run `tuner db upgrade`) or SchemaTooNew (upgrade
+        tuner). `connect_timeout_s` bounds the wait to connect (PostgreSQL) or for a lock
+        (SQLite; default 5 s). Any other failure is a one-line StorageError.
+        """
+        engine = make_engine(url, readonly=readonly, timeout_s=connect_timeout_s)
+        store = cls(engine, url, readonly=readonly)
+        try:
+            with store.session_scope() as session:
+                have = read_revision(session.connection())
+            if check_schema:
+                check_revision(have, store.safe_url)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with its password hidden; use it in every message."""
+        return safe_url(self._url)
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    def __repr__(self) -> str:
+        return f"Store({self.safe_url!r}{', readonly' if self._readonly else ''})"
+
+    def __getstate__(self) -> Any:
+        raise TypeError("a Store cannot be pickled or sent to another process; "
+                        "open one there with Store.open(url)")
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every pooled connection. The store is unusable afterwards."""
+        self._engine.dispose()
+
+    @contextmanager
+    def session_scope(self, *, write: bool = False) -> Iterator[Session]:
+        """The one session boundary: commit on success, roll back on any exception.
+
+        `write=True` starts SQLite transactions with BEGIN IMMEDIATE (take the write lock
+        first, waiting up to the busy timeout) and raises ReadOnlyDatabase on a read-only
+        store. SQLAlchemy and driver errors leave as StorageError naming the safe URL; a
+        value the driver cannot bind (say, params that are not JSON) is a caller's bug and
+        leaves as the original TypeError or ValueError.
+        """
+        if write and self._readonly:
+            raise ReadOnlyDatabase(f"database {self.safe_url} was opened read-only; "
+                                   f"open it without readonly to write")
+        session = Session(self._write_engine if write else self._engine, expire_on_commit=False)
+        try:
+            yield session
+            session.commit()
+        except SQLAlchemyError as exc:
+            bug = caller_bug(exc)
+            if bug is not None:
+                raise bug from exc
+            if getattr(getattr(exc, "orig", None), "pgcode", None) == "42501":
+                detail = hide_secret(" ".join(str(exc.orig).split()), self._url)[:200]
+                raise ReadOnlyDatabase(f"database {self.safe_url} can only read here "
+                                       f"({detail}); {_WRITE_FIX}") from exc
+            raise storage_error(exc, self._url) from exc
+        finally:
+            session.close()   # rolls back whatever was not committed
+
+    def ensure_platform(self, platform: Platform) -> None:
+        """Store the platform if its key is new. Idempotent; safe under concurrent callers."""
+        with self.session_scope(write=True) as session:
+            q.ensure_platform(session, platform)
+
+    def ensure_workload(self, workload: Workload) -> None:
+        """Store the workload and its graphs if new. Idempotent; never changes stored graphs."""
+        with self.session_scope(write=True) as session:
+            q.ensure_workload(session, workload)
+
+    def create_study(self, *, workload_key: str, platform_key: str, space_hash: str,
+                     sampler: str, seed: int | None, trials_requested: int, user: str,
+                     host: str, tuner_version: str) -> StudyInfo:
+        """Start a new study. The workload and platform must be stored first (ensure_*).
+        The study records its platform's torch and triton versions."""
+        with self.session_scope(write=True) as session:
+            workload_id = q.id_of(session, WorkloadRow, workload_key,
+                                  fix="call Store.ensure_workload first")
+            platform = q.platform_of(session, platform_key)
+            torch_version, triton_version = q.versions_of(platform)
+            row = StudyRow(
+                workload_id=workload_id, platform_id=platform.id,
+                space_hash=space_hash, sampler=sampler, seed=seed,
+                trials_requested=trials_requested, created_at=utcnow(), user=user, host=host,
+                tuner_version=tuner_version, torch_version=torch_version[:128],
+                triton_version=triton_version[:128])
+            session.add(row)
+            session.flush()
+            return q.to_study(row, workload_key, platform_key)
+
+    def last_study(self, workload_key: str, platform_key: str) -> StudyInfo | None:
+        """The newest study of this workload on this platform; None if there is none."""
+        statement = (q.studies().where(WorkloadRow.key == workload_key,
+                                       PlatformRow.key == platform_key)
+                     .order_by(None).order_by(StudyRow.id.desc()).limit(1))
+        with self.session_scope() as session:
+            found = session.execute(statement).first()
+            return None if found is None else q.to_study(*found)
+
+    def record_trial(self, study_id: int, record: TrialRecord) -> bool:
+        """Insert one trial. Returns False, writing nothing, when the study already has that
+        number or that candidate key, so a retried or duplicated result never adds a row."""
+        with self.session_scope(write=True) as session:
+            statement = (q.insert(session, TrialRow).values(**q.trial_values(study_id, record))
+                         .on_conflict_do_nothing().returning(TrialRow.id))
+            return session.execute(statement).first() is not None
+
+    def trials(self, study_id: int) -> list[TrialRecord]:
+        """The study's trials ordered by number; empty for an unknown study."""
+        statement = select(TrialRow).where(TrialRow.study_id == study_id).order_by(TrialRow.number)
+        with self.session_scope() as session:
+            return [q.to_trial(row) for row in session.scalars(statement)]
+
+    def trials_for_workload(self, workload_key: str,
+                            platform_key: str | None = None) -> list[tuple[StudyInfo, TrialRecord]]:
+        """Every trial of every study of the workload (on one platform, if given), ordered
+        by study then number; empty when there are none."""
+        statement = (q.studies().add_columns(TrialRow)
+                     .join(TrialRow, TrialRow.study_id == StudyRow.id)
+                     .where(WorkloadRow.key == workload_key).order_by(TrialRow.number))
+        if platform_key is not None:
+            statement = statement.where(PlatformRow.key == platform_key)
+        with self.session_scope() as session:
+            return [(q.to_study(study, wkey, pkey), q.to_trial(trial))
+                    for study, wkey, pkey, trial in session.execute(statement)]
+
+    def save_best(self, best: BestConfig, *, installed: tuple[str, str] | None = None) -> bool:
+        """Keep the better config for (graph, platform), atomically, and record the attempt in
+        history in the same transaction; returns whether `best` was stored.
+
+        A missing row is always filled. When `best` and the stored row were measured under
+        different (torch, triton) versions, the one matching `installed` (default: the
+        versions in the platform's software) is kept whatever the numbers. Otherwise an
+        existing row is replaced only when `best` has a higher ci_low (on a tie, a higher
+        speedup), or when both are default-is-best and `best` is newer (a refresh).
+        Every distinct measurement gets one history row (`best_history`), kept or not; the
+        same measurement offered again changes nothing. `created_at=None` means now.
+        The platform must be stored first; `study_id` must name a study of this database
+        or be None.
+        """
+        with self.session_scope(write=True) as session:
+            platform = q.platform_of(session, best.platform_key)
+            stored, _ = q.save_best(session, best, platform,
+                                    installed=installed or q.versions_of(platform))
+            return stored
+
+    def best_history(self, graph_key: str, platform_key: str) -> list[HistoryEntry]:
+        """Every measurement offered as this graph's best config on this platform, in the
+        order this database received them; empty on a miss."""
+        statement = (select(BestHistoryRow).join(PlatformRow)
+                     .where(BestHistoryRow.graph_key == graph_key, PlatformRow.key == platform_key)
+                     .order_by(BestHistoryRow.id))
+        with self.session_scope() as session:
+            return [q.to_history(row, platform_key) for row in session.scalars(statement)]
+
+    def platforms(self) -> list[Platform]:
+        """Every stored platform, oldest first."""
+        with self.session_scope() as session:
+            return [q.to_platform(row) for row in
+                    session.scalars(select(PlatformRow).order_by(PlatformRow.id))]
+
+    def workload_names(self) -> dict[str, str]:
+        """Every stored workload: key -> name, oldest first."""
+        statement = select(WorkloadRow.key, WorkloadRow.name).order_by(WorkloadRow.id)
+        with self.session_scope() as session:
+            return {key: name for key, name in session.execute(statement)}
+
+    def snapshot(self, *, workload_keys: list[str] | None = None,
+                 platform_keys: list[str] | None = None) -> Snapshot:
+        """The best configs (of graphs of these workloads, on these platforms; None: all),
+        with their platforms and the workloads, graphs included, that contain their graphs.
+
+        What `tuner db export` writes and `tuner db merge` reads. Empty when nothing matches.
+        """
+        with self.session_scope() as session:
+            return q.snapshot(session, workload_keys=workload_keys, platform_keys=platform_keys)
+
+    def apply_snapshot(self, snapshot: Snapshot, *, source: str, origin: str) -> ApplyReport:
+        """Write a validated snapshot (an import or a merge) in ONE transaction: all or nothing.
+
+        Platforms and workloads are added when new (stored ones never change). Each best
+        config goes through the rules of `save_best`, with its platform's own versions as
+        the installed ones, and into history with `source` ("import" or "merge") and
+        `origin`; `study_id` is dropped (studies are local). Applying the same snapshot
+        again changes nothing. Validation is the caller's (tuner.storage.exchange).
+        """
+        if source not in ("import", "merge"):
+            raise ValueError(f"source must be 'import' or 'merge', got {source!r}")
+        with self.session_scope(write=True) as session:
+            platforms_added = sum(q.ensure_platform(session, p) for p in snapshot.platforms)
+            workloads_added = sum(q.ensure_workload(session, w) for w in snapshot.workloads)
+            rows: dict[str, PlatformRow] = {}
+            stored = new = 0
+            for best in snapshot.bests:
+                platform = rows.get(best.platform_key) or q.platform_of(session, best.platform_key)
+                rows[best.platform_key] = platform
+                best = replace(best, study_id=None, source=source, origin=origin[:512])
+                won, fresh = q.save_best(session, best, platform,
+                                         installed=q.versions_of(platform))
+                stored, new = stored + won, new + fresh
+            return ApplyReport(records=len(snapshot.bests), stored=stored,
+                               not_better=new - stored, already_present=len(snapshot.bests) - new,
+                               platforms_added=platforms_added, workloads_added=workloads_added)
+
+    def check_writable(self) -> None:
+        """Raise ReadOnlyDatabase, naming the fix, unless this store can write what a search
+        writes. Call it before starting work that must write (`tuner search`, import, merge).
+
+        Read-only stores are refused. PostgreSQL: the role needs INSERT on every tuner table
+        and UPDATE on best_configs (with their id sequences), in a writable transaction on a
+        primary server. SQLite: the file and its folder must be writable (WAL files).
+        Reads nothing else and writes nothing.
+        """
+        if self._readonly:
+            raise ReadOnlyDatabase(f"database {self.safe_url} was opened read-only; "
+                                   f"open it without readonly to write")
+        if self._url.get_backend_name() == "sqlite":
+            self._check_sqlite_writable()
+            return
+        with self.session_scope() as session:
+            missing, user = _missing_privileges(session.connection())
+        if missing:
+            raise ReadOnlyDatabase(f"database {self.safe_url} can only read for role {user} "
+                                   f"(it lacks {', '.join(missing[:4])}"
+                                   f"{', ...' if len(missing) > 4 else ''}); {_WRITE_FIX}")
+
+    def _check_sqlite_writable(self) -> None:
+        path = sqlite_path(self._url)
+        if path is None:
+            return
+        for target in (path, path.parent):
+            if not os.access(target, os.W_OK):
+                raise ReadOnlyDatabase(f"database {self.safe_url} can only read: {target} is "
+                                       f"not writable by this user; use a writable copy, or "
+                                       f"fix its permissions, for `tuner search`")
+
+    def best_config(self, graph_key: str, platform_key: str) -> BestConfig | None:
+        """The kept config for this graph on exactly this platform; None on a miss."""
+        statement = (select(BestConfigRow).join(PlatformRow)
+                     .where(BestConfigRow.graph_key == graph_key, PlatformRow.key == platform_key))
+        with self.session_scope() as session:
+            row = session.scalars(statement).first()
+            return None if row is None else q.to_best(row, platform_key)
+
+    def best_configs_for_graph(self, graph_key: str) -> list[tuple[BestConfig, Platform]]:
+        """The kept configs for this graph on every platform, with each platform, for the
+        "same hardware, other software" lookup tier. Empty on a miss."""
+        statement = (select(BestConfigRow, PlatformRow).join(PlatformRow)
+                     .where(BestConfigRow.graph_key == graph_key).order_by(BestConfigRow.id))
+        with self.session_scope() as session:
+            return [(q.to_best(best, platform.key), q.to_platform(platform))
+                    for best, platform in session.execute(statement)]
+
+    def workload_best(self, workload_key: str, platform_key: str) -> list[BestConfig]:
+        """One kept config per distinct graph of the workload that has one on this platform,
+        in graph order. Empty when the workload is unknown or untuned."""
+        statement = (select(BestConfigRow)
+                     .join(GraphRow, GraphRow.key == BestConfigRow.graph_key)
+                     .join(WorkloadRow, GraphRow.workload_id == WorkloadRow.id)
+                     .join(PlatformRow, BestConfigRow.platform_id == PlatformRow.id)
+                     .where(WorkloadRow.key == workload_key, PlatformRow.key == platform_key)
+                     .order_by(GraphRow.index))
+        with self.session_scope() as session:
+            first: dict[str, BestConfigRow] = {}
+            for row in session.scalars(statement):
+                first.setdefault(row.graph_key, row)   # a graph may recur within a workload
+            return [q.to_best(row, platform_key) for row in first.values()]
+
+    def workload(self, workload_key: str) -> tuple[str, ...] | None:
+        """The workload's graph keys in Dynamo order; None when the workload is not stored."""
+        statement = (select(WorkloadRow.id, GraphRow.key)
+                     .outerjoin(GraphRow, GraphRow.workload_id == WorkloadRow.id)
+                     .where(WorkloadRow.key == workload_key).order_by(GraphRow.index))
+        with self.session_scope() as session:
+            rows = session.execute(statement).all()
+        if not rows:
+            return None
+        return tuple(key for _, key in rows if key is not None)
+
+    def platform_row(self, platform_key: str) -> Platform | None:
+        """The stored platform with this key; None when it is not stored."""
+        statement = select(PlatformRow).where(PlatformRow.key == platform_key)
+        with self.session_scope() as session:
+            row = session.scalars(statement).first()
+            return None if row is None else q.to_platform(row)
+
+
+def _missing_privileges(connection: Connection) -> tuple[list[str], str]:
+    """PostgreSQL: what the current role or session lacks for a search; and the role's name."""
+    user, recovery, readonly = connection.execute(text(
+        "SELECT current_user, pg_is_in_recovery(), current_setting('transaction_read_only')")).one()
+    if recovery:
+        return ["a primary server (this one is a read-only standby)"], user
+    if readonly == "on":
+        return ["a writable transaction (default_transaction_read_only is on)"], user
+    missing = [f"{privilege} on {table}" for table, privilege in _WRITES
+               if not connection.scalar(text("SELECT has_table_privilege(:t, :p)"),
+                                        {"t": table, "p": privilege})]
+    for table in sorted({table for table, _ in _WRITES}):
+        sequence = connection.scalar(text("SELECT pg_get_serial_sequence(:t, 'id')"), {"t": table})
+        if sequence and not connection.scalar(text("SELECT has_sequence_privilege(:s, 'USAGE')"),
+                                              {"s": sequence}):
+            missing.append(f"USAGE on sequence {sequence}")
+    return missing, user

@@ -1,0 +1,355 @@
+"""Exchange files and merges: export, validated all-or-nothing import, idempotence, `tuner db`.
+
+Tests taking `db_url` run on a SQLite file and on PostgreSQL (the target database); sources
+of merges are SQLite files, so merges also cross backends.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from fixtures.sharing_data import best, digest, platform, seed, workload
+from helpers import cli_env, run_cli
+from tuner.errors import ExchangeError, StorageError
+from tuner.storage import Store, upgrade
+from tuner.storage.exchange import (checksum_of, export_file, import_file, merge,
+                                    read_file, to_document)
+from tuner.storage.records import Snapshot
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+W1, W2 = workload("mlp", "relu", "sigmoid"), workload("convnet", "conv", "pool", "relu")
+P_CPU, P_OTHER = platform("AMD EPYC 9454"), platform("Intel Xeon 8480", threads=4)
+BY = dict(user="alice", host="box", tuner_version="0.1.0")
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'target.db'}"
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+def target(db_url: str):
+    upgrade(db_url)
+    with Store.open(db_url) as store:
+        yield store
+
+
+@pytest.fixture
+def source(tmp_path: Path):
+    """A SQLite database with two workloads on two platforms, one default-is-best config."""
+    url = f"sqlite:///{tmp_path / 'source.db'}"
+    upgrade(url)
+    with Store.open(url) as store:
+        seed(store, W1, P_CPU, best(W1, P_CPU, graph=0, ci_low=1.10),
+             best(W1, P_CPU, graph=1, ci_low=1.12, params={"cpp.simdlen": 256, "max_autotune": True}))
+        seed(store, W2, P_OTHER, best(W2, P_OTHER, graph=2, is_default=True, speedup=1.0,
+                                      ci_low=1.0, user="bob"))
+        seed(store, W2, P_CPU, best(W2, P_CPU, graph=0, ci_low=1.3, speedup=1.4, rounds=8))
+        yield store
+
+
+@pytest.fixture
+def _closing():
+    opened: list[Store] = []
+    yield lambda store: opened.append(store) or store
+    for store in opened:
+        store.close()
+
+
+def exported(source: Store, path: Path, **selection: Any) -> Path:
+    export_file(source, path, **selection, **BY)
+    return path
+
+
+def comparable(store: Store) -> list[tuple]:
+    return sorted((b.graph_key, b.platform_key, json.dumps(b.params, sort_keys=True),
+                   b.is_default, b.speedup, b.ci_low, b.ci_high, b.rounds, b.latency_ms,
+                   b.baseline_ms, b.workload_key, b.user, b.host, b.tuner_version,
+                   b.torch_version, b.triton_version, b.created_at)
+                  for b in store.snapshot().bests)
+
+
+def test_export_then_import_copies_every_value(source: Store, target: Store, tmp_path: Path) -> None:
+    path = exported(source, tmp_path / "configs.json")
+    document = json.loads(path.read_text())
+    assert (document["format"], document["version"]) == ("tuner-exchange", 1)
+    assert document["checksum"] == checksum_of(document) and len(document["records"]) == 4
+    report = import_file(target, path)
+    assert (report.records, report.stored, report.not_better, report.already_present) == (4, 4, 0, 0)
+    assert (report.platforms_added, report.workloads_added) == (2, 2)
+    assert comparable(target) == comparable(source)
+    kept = target.best_config(W1.graphs[1].key, P_CPU.key)
+    assert (kept.source, kept.origin, kept.study_id) == ("import", "configs.json", None)
+    assert target.workload(W2.key) == tuple(g.key for g in W2.graphs)
+    assert target.platform_row(P_OTHER.key) == P_OTHER
+    assert [h.kept for h in target.best_history(W1.graphs[0].key, P_CPU.key)] == [True]
+    assert target.snapshot().workloads == source.snapshot().workloads    # graphs, code and all
+
+
+def test_reimport_and_remerge_change_nothing(source: Store, target: Store, db_url: str,
+                                             tmp_path: Path) -> None:
+    path = exported(source, tmp_path / "configs.json")
+    import_file(target, path)
+    before = digest(db_url)
+    again = import_file(target, path)
+    assert (again.stored, again.not_better, again.already_present) == (0, 0, 4)
+    merged = merge(target, source.safe_url, **BY)
+    assert (merged.stored, merged.already_present, merged.platforms_added) == (0, 4, 0)
+    assert digest(db_url) == before
+    # and back: exporting the copy and importing it into the source changes nothing there
+    copy = exported(target, tmp_path / "copy.json")
+    source_before = digest(source.safe_url)
+    assert import_file(source, copy).already_present == 4
+    assert digest(source.safe_url) == source_before
+
+
+def test_export_selection(source: Store, tmp_path: Path) -> None:
+    only_w2 = read_file(exported(source, tmp_path / "w2.json", workload_keys=[W2.key]))
+    assert {b.graph_key for b in only_w2.bests} == {W2.graphs[0].key, W2.graphs[2].key}
+    assert [w.key for w in only_w2.workloads] == [W2.key]
+    only_other = read_file(exported(source, tmp_path / "p.json", platform_keys=[P_OTHER.key]))
+    assert [(b.graph_key, b.is_default) for b in only_other.bests] == [(W2.graphs[2].key, True)]
+    assert [p.key for p in only_other.platforms] == [P_OTHER.key]
+    with pytest.raises(ExchangeError, match="no best configs to export"):
+        exported(source, tmp_path / "none.json", platform_keys=["nope"])
+    assert not (tmp_path / "none.json").exists()
+
+
+def test_merge_reads_the_source_only(source: Store, target: Store, db_url: str) -> None:
+    source_before = digest(source.safe_url)
+    report = merge(target, source.safe_url, **BY)
+    assert (report.records, report.stored) == (4, 4)
+    assert comparable(target) == comparable(source)
+    assert target.best_config(W2.graphs[0].key, P_CPU.key).origin == source.safe_url
+    assert digest(source.safe_url) == source_before
+
+
+def test_conflicts_are_settled_by_evidence_not_arrival(source: Store, target: Store,
+                                                       tmp_path: Path) -> None:
+    strong = best(W1, P_CPU, ci_low=1.25, speedup=1.3, user="carol", minutes=-60)   # older
+    weak = best(W1, P_CPU, ci_low=1.05, speedup=1.6, user="dave", minutes=60)       # newer
+    for first, second in ((strong, weak), (weak, strong)):
+        files = []
+        for b in (first, second):
+            path = tmp_path / f"{b.user}.json"
+            path.write_text(json.dumps(to_document(Snapshot((P_CPU,), (W1,), (b,)), **BY)))
+            files.append(path)
+        upgrade_and_clear(target)
+        for path in files:
+            import_file(target, path)
+        assert target.best_config(W1.graphs[0].key, P_CPU.key).user == "carol"
+        assert len(target.best_history(W1.graphs[0].key, P_CPU.key)) == 2
+
+
+def upgrade_and_clear(store: Store) -> None:
+    from sqlalchemy import text
+
+    with store.session_scope(write=True) as session:
+        for table in ("best_history", "best_configs", "graphs", "workloads", "platforms"):
+            session.execute(text(f"DELETE FROM {table}"))
+
+
+def test_a_failed_write_leaves_nothing(source: Store, target: Store, db_url: str) -> None:
+    snapshot = source.snapshot()
+    ghost = replace(snapshot.bests[-1], platform_key="not-in-the-snapshot")
+    before = digest(db_url)
+    with pytest.raises(StorageError, match="not-in-the-snapshot"):
+        target.apply_snapshot(replace(snapshot, bests=snapshot.bests + (ghost,)),
+                              source="import", origin="x")
+    assert digest(db_url) == before
+
+
+# ---------------------------------------------------------------- refused imports
+
+def _resign(document: dict[str, Any]) -> dict[str, Any]:
+    document["checksum"] = checksum_of(document)
+    return document
+
+
+def _knob(value: Any, name: str = "mode") -> Callable[[dict[str, Any]], Any]:
+    def change(d: dict[str, Any]) -> dict[str, Any]:
+        d["records"][1]["params"] = {name: value}
+        return _resign(d)
+    return change
+
+
+def _pickle_blob(canary: Path) -> str:
+    class Payload:
+        def __reduce__(self):
+            import os
+            return (os.system, (f"touch {canary}",))
+    return base64.b64encode(pickle.dumps(Payload())).decode()
+
+
+def _tampered(d: dict[str, Any]) -> dict[str, Any]:
+    d["records"][0]["ci_low"] = 9.0          # a better claim, checksum left as it was
+    return d
+
+
+def _set(path: tuple, value: Any, *, sign: bool = True) -> Callable[[dict[str, Any]], Any]:
+    def change(d: dict[str, Any]) -> dict[str, Any]:
+        target: Any = d
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+        return _resign(d) if sign else d
+    return change
+
+
+REFUSED = {
+    "tampered checksum": (_tampered, "fails its checksum"),
+    "truncated file": ("truncate", "is not valid JSON"),
+    "unknown knob": (_knob(True, "max_autotune_everything"), "unknown knob 'max_autotune_everything'"),
+    "out-of-range value": (_knob(10**6, "cpp.min_chunk_size"), "outside"),
+    "wrong type": (_knob("yes", "max_autotune"), "is not a bool"),
+    "10 MB string": (_knob("x" * 10_000_000), "10000000-byte string, over the 4096-byte limit"),
+    "10 MB user": (_set(("records", 0, "user"), "x" * 10_000_000), "over the 255-byte limit"),
+    "10 MB graph code": (_set(("workloads", 0, "graphs", 0, "code"), "x" * 10_000_000),
+                         "over the 1048576-byte limit"),
+    "future version": (_set(("version",), 2), "version 2, newer than this tuner's version 1"),
+    "not an exchange file": (_set(("format",), "pickle"), "not a tuner exchange file"),
+    "unknown record key": (_set(("records", 0, "__reduce__"), "os.system"), "unknown key(s) '__reduce__'"),
+    "missing key": (lambda d: (d["records"][0].pop("ci_low"), _resign(d))[1], "lacks required key(s) ci_low"),
+    "platform key not its hash": (_set(("platforms", 0, "hardware", "cpu_model"), "H200"), "do not match"),
+    "graph key not its hash": (_set(("workloads", 0, "graphs", 0, "code"), "print(1)"), "does not match its code"),
+    "non-finite number": ("nan", "not a finite number"),
+    "duplicate key": ("duplicate", "repeats the key"),
+    "bool as int": (_set(("records", 0, "rounds"), True), "rounds must be int"),
+    "nested knob value": (_knob({"__reduce__": ["os.system", ["id"]]}), "single JSON scalars"),
+    "python expression as knob": (_knob("__import__('os').system('touch CANARY')"), "is not one of"),
+    "pickle blob as knob": (_knob("PICKLE"), "is not one of"),
+    "evidence out of order": (_set(("records", 0, "ci_low"), 3.0), "ci_low <= ci_high"),
+    "naive time": (_set(("records", 0, "created_at"), "2026-05-10T12:00:00"), "time zone"),
+    "default with params": (_set(("records", 3, "params"), {"max_autotune": True}), "empty params"),
+}
+
+
+# Validation happens before any write, whatever the backend: every case runs on SQLite, and
+# a sample on PostgreSQL (where "unchanged" is checked the same way).
+ON_POSTGRES = ("tampered checksum", "future version", "out-of-range value", "pickle blob as knob")
+CASES = [pytest.param(case, "sqlite", id=f"sqlite-{case}") for case in REFUSED] + [
+    pytest.param(case, "postgres", id=f"postgres-{case}", marks=pytest.mark.postgres)
+    for case in ON_POSTGRES]
+
+
+@pytest.mark.parametrize(("case", "backend"), CASES)
+def test_bad_files_are_refused_whole(case: str, backend: str, source: Store, tmp_path: Path,
+                                     request: pytest.FixtureRequest) -> None:
+    db_url = (f"sqlite:///{tmp_path / 'target.db'}" if backend == "sqlite"
+              else request.getfixturevalue("postgres_url"))
+    upgrade(db_url)
+    target = request.getfixturevalue("_closing")(Store.open(db_url))
+    canary = tmp_path / "CANARY"
+    good = exported(source, tmp_path / "good.json")
+    import_file(target, exported(source, tmp_path / "first.json", platform_keys=[P_OTHER.key]))
+    change, message = REFUSED[case]
+    text = good.read_text()
+    document = json.loads(text)
+    document["records"].sort(key=lambda r: r["is_default"])     # record 3 is the default one
+    document = _resign(document)
+    if change == "truncate":
+        data = text[: len(text) // 2]
+    elif change == "nan":
+        data = json.dumps(_resign(document)).replace('"speedup": 1.2', '"speedup": NaN', 1)
+    elif change == "duplicate":
+        data = json.dumps(document).replace('"rounds": 15,', '"rounds": 15, "rounds": 99,', 1)
+    else:
+        data = json.dumps(change(document))
+    if "CANARY" in data or "PICKLE" in data:       # the payload names this test's canary file
+        data = data.replace("CANARY", str(canary)).replace("PICKLE", _pickle_blob(canary))
+        data = json.dumps(_resign(json.loads(data)))
+    bad = tmp_path / "bad.json"
+    bad.write_text(data)
+    before = digest(db_url)
+    with pytest.raises(ExchangeError) as caught:
+        import_file(target, bad)
+    assert message in str(caught.value) and "nothing was imported" in str(caught.value)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 600
+    assert digest(db_url) == before
+    assert not canary.exists()
+
+
+def test_smuggled_text_stays_text(source: Store, target: Store, tmp_path: Path) -> None:
+    """Code in a free-text field (user, host) is stored as inert text; nothing runs, then or later."""
+    canary = tmp_path / "CANARY"
+    document = json.loads(exported(source, tmp_path / "good.json").read_text())
+    document["records"][0]["user"] = _pickle_blob(canary)[:255]
+    document["records"][0]["host"] = f"__import__('os').system('touch {canary}')"
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(_resign(document)))
+    import_file(target, path)
+    export_file(target, tmp_path / "again.json", **BY)
+    stored = [b for b in target.snapshot().bests if b.host.startswith("__import__")]
+    assert len(stored) == 1 and stored[0].user == _pickle_blob(canary)[:255]
+    assert not canary.exists()
+
+
+# ---------------------------------------------------------------- the CLI
+
+def test_cli_export_import_merge_ls(source: Store, db_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "configs.json"
+    done = run_cli("db", "export", "--out", str(out), "--db", source.safe_url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "exported 4 best configs (2 workloads, 2 platforms)" in done.stdout
+    done = run_cli("db", "import", str(out), "--db", db_url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "4 records: 4 stored as best, 0 kept the stored config" in done.stdout
+    done = run_cli("db", "merge", source.safe_url, "--db", db_url, cwd=tmp_path)
+    assert done.returncode == 0 and "4 already present" in done.stdout, done.stderr
+    done = run_cli("db", "ls", "--db", db_url, cwd=tmp_path, env=cli_env(COLUMNS="200"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:4] == ["WORKLOAD", "PLATFORM", "GRAPHS", "SPEEDUP"]
+    mlp = next(line for line in lines if line.startswith("mlp "))
+    assert "1.200x" in mlp and "[1.100, 1.250]" in mlp and "15" in mlp and "alice@alice-box" in mlp
+    convnet_cpu = next(line for line in lines if line.startswith("convnet ") and "AMD" in line)
+    assert convnet_cpu.rstrip().endswith("thin")                       # 8 rounds
+    convnet_other = next(line for line in lines if "Intel" in line)
+    assert "defaults" in convnet_other and convnet_other.rstrip().endswith("-")
+    done = run_cli("db", "ls", "--workload", "convnet", "--platform", P_OTHER.key[:6],
+                   "--db", db_url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines()[1:] if line.startswith("convnet ")]
+    assert len(rows) == 1 and "Intel" in rows[0]
+
+
+def test_cli_refusals_are_one_line(source: Store, db_url: str, tmp_path: Path) -> None:
+    upgrade(db_url)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "tuner-exchange", "version": 7}')
+    done = run_cli("db", "import", str(bad), "--db", db_url, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+    assert "version 7, newer than this tuner's version 1" in done.stderr
+    done = run_cli("db", "export", "--out", str(tmp_path / "x.json"), "--workload", "nope",
+                   "--db", source.safe_url, cwd=tmp_path)
+    assert done.returncode == 2 and "no workload 'nope'" in done.stderr
+    done = run_cli("db", "ls", "--db", db_url, cwd=tmp_path)
+    assert done.returncode == 0 and "no best configs" in done.stderr
+
+
+def test_ls_flags_stale_and_thin(tmp_path: Path) -> None:
+    from tuner.sharing import older, overview
+
+    old = platform("AMD EPYC 9454", torch="2.12.1+cpu")
+    rows = overview([best(W1, old, ci_low=1.1), best(W1, P_CPU, ci_low=0.99, speedup=1.02),
+                     best(W2, P_CPU, ci_low=1.2, rounds=9), best(W2, P_OTHER, ci_low=1.2)],
+                    installed=("2.13.0+cpu", "none"))
+    flags = {(r.workload_key, r.weakest.platform_key): r.flags for r in rows}
+    assert flags[(W1.key, old.key)] == ("stale",)
+    assert flags[(W1.key, P_CPU.key)] == ("thin",)          # interval includes 1.0
+    assert flags[(W2.key, P_CPU.key)] == ("thin",)          # 9 rounds
+    assert flags[(W2.key, P_OTHER.key)] == ()
+    assert older("2.12.1+cpu", "2.13.0") and not older("2.13.0", "2.13.0+cpu")
+    assert not older("none", "3.5.0") and not older("weird", "2.13.0")

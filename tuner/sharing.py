@@ -1,0 +1,234 @@
+"""`tuner db export | import | merge | ls`: share best configs between databases and people.
+
+`add_db_commands` adds the four subcommands to the `db` parser of tuner/cli.py. Each command
+prints databases through `safe_url` only, and reports problems as TunerError (one line).
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tuner.errors import UsageError
+from tuner.settings import Settings
+
+if TYPE_CHECKING:
+    from tuner.storage import BestConfig, Store
+    from tuner.storage.records import ApplyReport
+
+THIN_ROUNDS = 10
+
+
+def add_db_commands(dbsub: argparse._SubParsersAction) -> None:
+    """Add export, import, merge and ls to `tuner db`."""
+    db_help = "database URL (default: $TUNER_DB or the per-user SQLite file)"
+    e = dbsub.add_parser("export", help="write best configs to a JSON exchange file")
+    e.add_argument("--out", required=True, metavar="FILE", help="the exchange file to write")
+    e.add_argument("--workload", metavar="KEY", help="only this workload (key, key prefix or model name)")
+    e.add_argument("--platform", metavar="KEY", help="only this platform (key or key prefix)")
+    e.add_argument("--db", metavar="URL", help=db_help)
+    e.set_defaults(func=cmd_db_export)
+
+    i = dbsub.add_parser("import", help="validate an exchange file, then store it (all or nothing)")
+    i.add_argument("file", help="a file written by `tuner db export`")
+    i.add_argument("--db", metavar="URL", help=db_help)
+    i.set_defaults(func=cmd_db_import)
+
+    m = dbsub.add_parser("merge", help="pull the best configs of another database into this one")
+    m.add_argument("url", metavar="SOURCE_URL", help="the database to read (it is never written)")
+    m.add_argument("--db", metavar="URL", help=db_help)
+    m.set_defaults(func=cmd_db_merge)
+
+    ls = dbsub.add_parser("ls", help="best configs by workload and platform, with their evidence")
+    ls.add_argument("--workload", metavar="KEY", help="only this workload (key, key prefix or model name)")
+    ls.add_argument("--platform", metavar="KEY", help="only this platform (key or key prefix)")
+    ls.add_argument("--db", metavar="URL", help=db_help)
+    ls.set_defaults(func=cmd_db_ls)
+
+
+def cmd_db_export(args: argparse.Namespace, settings: Settings) -> int:
+    import tuner
+    from tuner.storage import Store
+    from tuner.storage.exchange import export_file
+
+    with Store.open(settings.db_url, readonly=True) as store:
+        workloads, platforms = _selection(store, args.workload, args.platform)
+        report = export_file(store, args.out, workload_keys=workloads, platform_keys=platforms,
+                             user=settings.user, host=socket.gethostname(),
+                             tuner_version=tuner.__version__)
+    print(f"exported {_n(report.records, 'best config')} ({_n(report.workloads, 'workload')}, "
+          f"{_n(report.platforms, 'platform')}) from {store.safe_url} to {report.path} "
+          f"({report.checksum[:19]}...)")
+    return 0
+
+
+def cmd_db_import(args: argparse.Namespace, settings: Settings) -> int:
+    from tuner.storage import Store, ensure_schema
+    from tuner.storage.exchange import read_file
+
+    snapshot = read_file(args.file)                 # validated whole before anything is opened
+    ensure_schema(settings.db_url)
+    with Store.open(settings.db_url) as store:
+        store.check_writable()
+        report = store.apply_snapshot(snapshot, source="import", origin=_basename(args.file))
+    print(f"imported {args.file} into {store.safe_url}: {_applied(report)}")
+    return 0
+
+
+def cmd_db_merge(args: argparse.Namespace, settings: Settings) -> int:
+    import tuner
+    from tuner.storage import Store, ensure_schema, safe_url
+    from tuner.storage.exchange import merge
+
+    if args.url == settings.db_url:
+        raise UsageError(f"merge reads another database into {safe_url(args.url)}; name a "
+                         f"different SOURCE_URL (or --db)")
+    ensure_schema(settings.db_url)
+    with Store.open(settings.db_url) as store:
+        store.check_writable()
+        report = merge(store, args.url, user=settings.user, host=socket.gethostname(),
+                       tuner_version=tuner.__version__)
+    print(f"merged {safe_url(args.url)} into {store.safe_url}: {_applied(report)}")
+    return 0
+
+
+def cmd_db_ls(args: argparse.Namespace, settings: Settings) -> int:
+    from tuner.storage import Store
+
+    with Store.open(settings.db_url, readonly=True) as store:
+        workloads, platforms = _selection(store, args.workload, args.platform)
+        snapshot = store.snapshot(workload_keys=workloads, platform_keys=platforms)
+        names = store.workload_names()
+    if not snapshot.bests:
+        print(f"no best configs in {store.safe_url}"
+              f"{' for this selection' if workloads or platforms else ''}; "
+              f"run: tuner search MODEL, or: tuner db import FILE", file=sys.stderr)
+        return 0
+    installed = installed_versions()
+    rows = overview(snapshot.bests, installed)
+    described = {p.key: _platform_label(p) for p in snapshot.platforms}
+    table = [("WORKLOAD", "PLATFORM", "GRAPHS", "SPEEDUP", "INTERVAL", "ROUNDS", "BY", "WHEN",
+              "TORCH / TRITON", "FLAGS")]
+    for row in rows:
+        b = row.weakest
+        name = names.get(row.workload_key, "?") if row.workload_key else "?"
+        table.append((f"{name} {row.workload_key[:8]}", described[b.platform_key],
+                      str(row.graphs), "defaults" if b.is_default else f"{b.speedup:.3f}x",
+                      f"[{b.ci_low:.3f}, {b.ci_high:.3f}]", str(b.rounds),
+                      f"{b.user}@{b.host}", f"{b.created_at:%Y-%m-%d %H:%M}",
+                      f"{b.torch_version or '?'} / {b.triton_version or '?'}",
+                      ",".join(row.flags) or "-"))
+    widths = [max(len(r[c]) for r in table) for c in range(len(table[0]))]
+    for r in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(r, widths)).rstrip())
+    print(f"\nthin: fewer than {THIN_ROUNDS} rounds, or an interval that includes 1.0; "
+          f"stale: older torch/triton than installed ({installed[0]} / {installed[1]}); "
+          f"SPEEDUP and INTERVAL are the weakest graph's")
+    return 0
+
+
+@dataclass(frozen=True)
+class OverviewRow:
+    """One workload on one platform in `tuner db ls`."""
+
+    workload_key: str
+    weakest: "BestConfig"        # the graph with the lowest ci_low: the workload's evidence
+    graphs: int
+    flags: tuple[str, ...]       # "thin", "stale"
+
+
+def overview(bests: "tuple[BestConfig, ...] | list[BestConfig]",
+             installed: tuple[str, str]) -> list[OverviewRow]:
+    """Best configs grouped by (workload of their search, platform), with flags.
+
+    thin: some graph has fewer than THIN_ROUNDS rounds, or a tuned (not default) config
+    whose interval includes 1.0. stale: some graph was measured under older torch or triton
+    than `installed`.
+    """
+    groups: dict[tuple[str, str], list[BestConfig]] = defaultdict(list)
+    for best in bests:
+        groups[(best.workload_key, best.platform_key)].append(best)
+    rows = []
+    for (workload_key, _), members in sorted(groups.items()):
+        thin = any(b.rounds < THIN_ROUNDS or (not b.is_default and b.ci_low <= 1.0 <= b.ci_high)
+                   for b in members)
+        stale = any(older(b.torch_version, installed[0]) or older(b.triton_version, installed[1])
+                    for b in members)
+        flags = tuple(flag for flag, on in (("thin", thin), ("stale", stale)) if on)
+        rows.append(OverviewRow(workload_key=workload_key, graphs=len(members), flags=flags,
+                                weakest=min(members, key=lambda b: (b.ci_low, b.speedup))))
+    return rows
+
+
+def installed_versions() -> tuple[str, str]:
+    """This environment's (torch, triton) versions, without importing either ("none" if absent)."""
+    from importlib import metadata
+
+    found = []
+    for names in (("torch",), ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")):
+        version = "none"
+        for name in names:
+            try:
+                version = metadata.version(name)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+        found.append(version)
+    return found[0], found[1]
+
+
+def older(have: str, installed: str) -> bool:
+    """Whether version `have` is older than `installed` (ignoring local labels such as
+    `+cpu`); False when either is unknown."""
+    if have in ("", "none", "?") or installed in ("", "none"):
+        return False
+    from packaging.version import InvalidVersion, Version
+
+    try:                            # local labels (+cpu, +cu128) are builds, not versions
+        return Version(Version(have).public) < Version(Version(installed).public)
+    except InvalidVersion:
+        return False
+
+
+def _selection(store: "Store", workload: str | None,
+               platform: str | None) -> tuple[list[str] | None, list[str] | None]:
+    """Resolve --workload and --platform (a key, a key prefix, or a workload's model name)."""
+    workloads = platforms = None
+    if workload:
+        names = store.workload_names()
+        workloads = [k for k, n in names.items() if k.startswith(workload) or n == workload]
+        if not workloads:
+            raise UsageError(f"no workload {workload!r} in {store.safe_url}; "
+                             f"list them with: tuner db ls")
+    if platform:
+        platforms = [p.key for p in store.platforms() if p.key.startswith(platform)]
+        if not platforms:
+            raise UsageError(f"no platform {platform!r} in {store.safe_url}; "
+                             f"list them with: tuner db ls")
+    return workloads, platforms
+
+
+def _platform_label(platform) -> str:
+    hardware = dict(platform.hardware)
+    name = hardware.get("gpu_name") or hardware.get("cpu_model") or platform.device
+    return f"{name[:28]} {platform.key[:8]}"
+
+
+def _applied(report: "ApplyReport") -> str:
+    return (f"{_n(report.records, 'record')}: {report.stored} stored as best, "
+            f"{report.not_better} kept the stored config (better or current evidence), "
+            f"{report.already_present} already present; added {_n(report.platforms_added, 'platform')}, "
+            f"{_n(report.workloads_added, 'workload')}")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _basename(path: str) -> str:
+    from pathlib import Path
+
+    return Path(path).name
