@@ -59,7 +59,7 @@ def test_faults_are_recorded_and_the_search_completes(tmp_path: Path) -> None:
 
 BAD_FILES = {
     "missing.py": "not found",
-    "syntax_error.py": "line",
+    "syntax_error.py": "syntax_error.py:2",
     "no_get_inputs.py": "get_inputs",
     "returns_int.py": "nn.Module",
     "fails_in_eager.py": "eager",
