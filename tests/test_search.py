@@ -25,7 +25,8 @@ def trial_rows(db: Path) -> list[tuple]:
 def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
-    out = run_cli("search", TINY, "--trials", "4", "--repeat", "5", "--rounds", "6", cwd=tmp_path, env=env)
+    out = run_cli("search", TINY, "--trials", "4", "--repeat", "5", "--rounds", "6", "--executor", "local",
+                  cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert "default compile" in out.stdout and "eager" in out.stdout and "stored:" in out.stdout
     rows = trial_rows(db)
@@ -49,7 +50,7 @@ def test_faults_are_recorded_and_the_search_completes(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}", TUNER_TEST_FAULTS="1:abort,2:hang,3:raise,4:nan")
     out = run_cli("search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4", "--timeout", "40",
-                  cwd=tmp_path, env=env)
+                  "--executor", "local", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     statuses = {number: status for number, status, *_ in trial_rows(db)}
     assert statuses == {0: "ok", 1: "crashed", 2: "timeout", 3: "runtime_error", 4: "wrong_result"}
@@ -72,7 +73,7 @@ def test_bad_model_files_fail_in_one_line_and_write_nothing(tmp_path: Path, name
     if name != "missing.py":
         path.write_text(BAD_SOURCES[name])
     db = tmp_path / "never.db"
-    out = run_cli("search", str(path), "--trials", "2", cwd=tmp_path, env=cli_env(TUNER_DB=f"sqlite:///{db}"))
+    out = run_cli("search", str(path), "--trials", "2", "--executor", "local", cwd=tmp_path, env=cli_env(TUNER_DB=f"sqlite:///{db}"))
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out.stderr
@@ -91,7 +92,8 @@ BAD_SOURCES = {
 def test_resume_after_sigkill_reaches_the_count_without_duplicates(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
-    cmd = [sys.executable, "-m", "tuner", "search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4"]
+    cmd = [sys.executable, "-m", "tuner", "search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4",
+           "--executor", "local"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 300
@@ -101,7 +103,8 @@ def test_resume_after_sigkill_reaches_the_count_without_duplicates(tmp_path: Pat
     proc.wait()
     before = len(trial_rows(db))
     assert 2 <= before < 5
-    out = run_cli("search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4", "--resume", cwd=tmp_path, env=env)
+    out = run_cli("search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4", "--resume",
+                  "--executor", "local", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     rows = trial_rows(db)
     assert len(rows) == 5
@@ -115,3 +118,19 @@ def _safe_rows(db: Path) -> list[tuple]:
         return trial_rows(db)
     except sqlite3.Error:
         return []
+
+
+@pytest.mark.ray
+def test_search_on_a_local_ray_with_two_workers(tmp_path: Path) -> None:
+    """The default executor: a local Ray cluster started for this search, two trials in flight."""
+    db = tmp_path / "t.db"
+    env = cli_env(TUNER_DB=f"sqlite:///{db}", RAY_AUTH_TOKEN="tuner-test-token-0123456789abcdef0123456789")
+    out = run_cli("search", TINY, "--trials", "4", "--workers", "2", "--repeat", "3", "--rounds", "4",
+                  cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    rows = trial_rows(db)
+    assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[0][1] == "ok"
+    with sqlite3.connect(db) as conn:
+        workers = [w for (w,) in conn.execute("SELECT worker FROM trials WHERE status = 'ok'")]
+    assert workers and all(w.startswith("ray:") for w in workers), workers
+    assert "stored:" in out.stdout

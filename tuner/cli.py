@@ -33,8 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--unsafe", action="store_true", help="include knobs that change numerics")
     s.add_argument("--resume", action="store_true", help="continue the last study of this model and platform")
     s.add_argument("--workers", type=int, default=1, help="trials in flight at once (default 1)")
-    s.add_argument("--executor", default=None, help="local (default) or ray")
+    s.add_argument("--executor", default=None, help="ray (default when installed) or local")
     s.add_argument("--address", default=None, help="Ray cluster address (implies --executor ray)")
+    s.add_argument("--platform", default=None, metavar="KEY",
+                   help="platform key to tune for (a Ray node must advertise it), or 'all' in the cluster")
     s.add_argument("--repeat", type=int, default=20, help="timed samples per trial (default 20)")
     s.add_argument("--rounds", type=int, default=15, help="paired rounds when confirming finalists (default 15)")
     s.add_argument("--threads", type=int, default=None, help="torch threads while measuring")
@@ -94,34 +96,84 @@ def _open_store(settings: Settings, *, create: bool = False, readonly: bool = Fa
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.pipeline import prepare_target, tune
-    from tuner.report import Progress, summary_table
-    from tuner.search import SearchJob, make_sampler
+    from tuner.pipeline import prepare_target
+    from tuner.search import make_sampler
     from tuner.workers.executor import get_executor
 
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {args.trials}")
     make_sampler(args.sampler, args.seed)          # a bad --sampler fails before any work
-    executor_name = args.executor or ("ray" if args.address else "local")
+    executor_name = _executor_name(args)
     threads = args.threads or settings.threads
     target = prepare_target(args.model, space_path=args.space, include_unsafe=args.unsafe, threads=threads, seed=args.seed)
     for notice in target.space.notices:
         print(f"notice: {notice}", file=sys.stderr)
-    job = SearchJob(model_path=str(args.model), trials=args.trials, seed=args.seed, sampler=args.sampler,
-                    timeout_s=args.timeout or settings.trial_timeout_s, resume=args.resume, repeat=args.repeat,
-                    threads=threads, rounds=args.rounds, test_faults=tuple(sorted(settings.test_faults.items())))
     store = _open_store(settings, create=True)
     store.check_writable()                      # a read-only role stops here, before any trial
-    executor = get_executor(executor_name, workers=args.workers, address=args.address or settings.ray_address)
+    executor = get_executor(executor_name, workers=args.workers, address=args.address or settings.ray_address,
+                            platform_key=target.platform.key, device=target.platform.device)
+    try:
+        platforms = _target_platforms(args.platform, executor, target)
+        codes = [_search_one(args, settings, dataclasses.replace(target, platform=platform), store, executor)
+                 for platform in platforms]
+    finally:
+        executor.close()
+    return max(codes)
+
+
+def _executor_name(args: argparse.Namespace) -> str:
+    """Ray (a local cluster, or the one at --address) when it is installed; else local processes."""
+    import importlib.util
+
+    if args.executor:
+        return args.executor
+    if args.address or args.platform or importlib.util.find_spec("ray") is not None:
+        return "ray"
+    print("notice: ray is not installed, so trials run as local processes; "
+          "for Ray: pip install 'tuner[ray]'", file=sys.stderr)
+    return "local"
+
+
+def _target_platforms(wanted: str | None, executor, target) -> list:
+    """The platforms to tune for: this machine's, the one --platform names, or all in the cluster."""
+    if not wanted:
+        return [target.platform]
+    if not hasattr(executor, "platforms"):
+        raise UsageError("--platform needs Ray: add --executor ray (or --address ADDRESS)")
+    from tuner.workers.placement import describe_platform
+    present = executor.platforms()
+    keys = sorted(present) if wanted == "all" else [wanted]
+    missing = [k for k in keys if k not in present and k != target.platform.key]
+    if missing or not keys:
+        raise UsageError(f"no Ray node advertises platform {', '.join(missing) or wanted}; "
+                         f"platforms present: {', '.join(sorted(present)) or 'none'}")
+    platforms = [target.platform if k == target.platform.key else describe_platform(k) for k in keys]
+    for platform in platforms:
+        if platform.device != target.platform.device:
+            raise UsageError(f"platform {platform.key} is a {platform.device} platform but the model runs on "
+                             f"{target.platform.device}; pick a {target.platform.device} platform or change DEVICE")
+    return platforms
+
+
+def _search_one(args: argparse.Namespace, settings: Settings, target, store, executor) -> int:
+    """One search for one platform, with progress, then its summary table."""
+    from tuner.pipeline import tune
+    from tuner.report import Progress, summary_table
+    from tuner.search import SearchJob
+
+    job = SearchJob(model_path=str(args.model), trials=args.trials, seed=args.seed, sampler=args.sampler,
+                    timeout_s=args.timeout or settings.trial_timeout_s, resume=args.resume, repeat=args.repeat,
+                    threads=args.threads or settings.threads, rounds=args.rounds,
+                    test_faults=tuple(sorted(settings.test_faults.items())))
     print(f"tuning {target.workload.name} ({len(target.workload.graphs)} graph(s), workload {target.workload.key[:12]}) "
-          f"on {target.platform.describe()}; database {store.safe_url}", file=sys.stderr)
+          f"on {target.platform.describe()} [platform {target.platform.key[:12]}]; database {store.safe_url}",
+          file=sys.stderr)
     resumed = store.last_study(target.workload.key, target.platform.key) if args.resume else None
     progress = Progress(args.trials, done=len(store.trials(resumed.id)) if resumed else 0)
     try:
         result = tune(job, target, store=store, executor=executor, user=settings.user, on_result=progress.update)
     finally:
         progress.close()
-        executor.close()
     if result.verdict is None:
         print("no trial ran correctly: Inductor's defaults stay; see `tuner trials` for the errors")
         return 1

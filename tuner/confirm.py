@@ -29,6 +29,7 @@ class ConfirmRequest:
     seed: int = 0
     threads: int | None = None
     timeout_s: float = 900.0
+    platform_key: str | None = None      # Ray runs the confirmation on a node of this platform
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "variants": [[label, None if p is None else [list(kv) for kv in p]]
@@ -147,6 +148,7 @@ def _compile_variants(request: ConfirmRequest) -> tuple[dict[str, tuple], dict[s
     from tuner.compiler import compile_config, compile_model
     from tuner.measure import classify_compile_failure, compare_outputs, device_sync, error_headline
     from tuner.modelfile import flatten_outputs, load_model_file
+    from tuner.workers.lock import compile_lock
 
     runners: dict[str, tuple] = {}
     failures: dict[str, VariantResult] = {}
@@ -158,7 +160,8 @@ def _compile_variants(request: ConfirmRequest) -> tuple[dict[str, tuple], dict[s
             model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
             start = time.perf_counter()
             try:
-                out = flatten_outputs(loaded.call(model))
+                with compile_lock():
+                    out = flatten_outputs(loaded.call(model))
             except Exception as exc:  # a failing finalist is a value, not a dead confirmation
                 failures[label] = VariantResult(label, classify_compile_failure(exc), error=error_headline(exc))
                 continue

@@ -148,7 +148,7 @@ class _Failed(Exception):
 def _measure(request: TrialRequest, worker: str) -> Measurement:
     from tuner.compiler import compile_config, compile_model
     from tuner.modelfile import flatten_outputs, load_model_file
-    from tuner.workers.lock import measure_lock
+    from tuner.workers.lock import compile_lock, measure_lock
 
     if request.threads:
         torch.set_num_threads(request.threads)
@@ -160,7 +160,8 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
         start = time.perf_counter()
         try:
             _inject_fault(request.fault)
-            first = loaded.call(compiled)
+            with compile_lock():
+                first = loaded.call(compiled)
         except Exception as exc:
             raise _Failed(classify_compile_failure(exc), f"{error_headline(exc)}\n{traceback.format_exc()}")
         compile_s = time.perf_counter() - start

@@ -15,7 +15,6 @@ from tuner.storage import Store
 from tuner.storage.records import TrialRecord
 from tuner.verdict import Verdict, best_configs, confirmation_request, decide, pick_finalists
 from tuner.workers.executor import Executor
-from tuner.workers.isolation import run_job
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,9 @@ def tune(job: SearchJob, target: Target, *, store: Store, executor: Executor, us
     if not any(r.measurement.ok for r in outcome.trials):
         return TuneResult(outcome=outcome, verdict=None, stored=False)
     request = confirmation_request(job.model_path, finalists, rounds=job.rounds, seed=job.seed,
-                                   threads=job.threads, timeout_s=max(job.timeout_s * (len(finalists) + 1), 600))
-    data, failure = run_job("confirm", request.to_json(), timeout_s=request.timeout_s)
+                                   threads=job.threads, timeout_s=max(job.timeout_s * (len(finalists) + 1), 600),
+                                   platform_key=target.platform.key)
+    data, failure = executor.run_confirmation(request)
     if data is None:
         lines = failure.strip().splitlines()
         cause = lines[0] + (f" ({lines[-1].strip()})" if len(lines) > 1 else "")

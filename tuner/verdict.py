@@ -52,10 +52,10 @@ def pick_finalists(records: tuple[TrialRecord, ...], *, top: int = 2) -> tuple[F
 
 
 def confirmation_request(model_path: str, finalists: tuple[Finalist, ...], *, rounds: int, seed: int,
-                         threads: int | None, timeout_s: float) -> ConfirmRequest:
+                         threads: int | None, timeout_s: float, platform_key: str | None = None) -> ConfirmRequest:
     variants = ((EAGER, None), (DEFAULT, ()), *((f.label, f.candidate.params) for f in finalists))
     return ConfirmRequest(model_path=model_path, variants=variants, rounds=rounds, seed=seed,
-                          threads=threads, timeout_s=timeout_s)
+                          threads=threads, timeout_s=timeout_s, platform_key=platform_key)
 
 
 def decide(result: ConfirmResult, finalists: tuple[Finalist, ...]) -> Verdict:

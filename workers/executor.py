@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from typing import Any
+
 from tuner.errors import UsageError
 from tuner.trial import Measurement, TrialRequest
 
@@ -24,14 +26,26 @@ class Executor(Protocol):
 
     def pending(self) -> int: ...
 
+    def run_confirmation(self, request: Any) -> tuple[dict | None, str]:
+        """Run a `tuner.confirm.ConfirmRequest` in a fresh process on a node of its platform.
+
+        Returns `workers.isolation.run_job`'s answer: (result JSON, "") or (None, why not).
+        """
+        ...
+
     def close(self) -> None: ...
 
 
 EXECUTORS = ("local", "ray")
 
 
-def get_executor(name: str, *, workers: int = 1, address: str | None = None) -> Executor:
-    """Build the named executor. Ray is imported only when asked for."""
+def get_executor(name: str, *, workers: int = 1, address: str | None = None, platform_key: str | None = None,
+                 device: str = "cpu") -> Executor:
+    """Build the named executor. Ray is imported only when asked for.
+
+    `platform_key` and `device` tell a local Ray cluster which platform it advertises and
+    whether each trial holds a whole GPU; the local executor needs neither.
+    """
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     if name == "local":
@@ -39,5 +53,5 @@ def get_executor(name: str, *, workers: int = 1, address: str | None = None) -> 
         return LocalExecutor(workers=workers)
     if name == "ray":
         from tuner.workers.ray_pool import RayExecutor
-        return RayExecutor(workers=workers, address=address)
+        return RayExecutor(workers=workers, address=address, platform_key=platform_key, device=device)
     raise UsageError(f"unknown executor {name!r}; choose one of: {', '.join(EXECUTORS)}")

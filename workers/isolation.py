@@ -38,7 +38,8 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
         job, result = Path(tmp) / "job.json", Path(tmp) / "result.json"
         job.write_text(json.dumps({"kind": kind, "request": payload}))
         with open(Path(tmp) / "stderr.txt", "w+") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "tuner.workers.trial_process", str(job), str(result)],
+            proc = subprocess.Popen([sys.executable, "-m", "tuner.workers.trial_process", str(job), str(result),
+                                     str(os.getpid())],
                                     stdout=subprocess.DEVNULL, stderr=err, cwd=tmp, start_new_session=True)
             try:
                 code = proc.wait(timeout=timeout_s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 
 from tuner.trial import Measurement, TrialRequest
-from tuner.workers.isolation import run_isolated
+from tuner.workers.isolation import run_isolated, run_job
 
 
 class LocalExecutor:
@@ -28,6 +28,10 @@ class LocalExecutor:
 
     def pending(self) -> int:
         return len(self._futures)
+
+    def run_confirmation(self, request) -> tuple[dict | None, str]:
+        """Confirmation runs here, in its own fresh process, like a trial."""
+        return run_job("confirm", request.to_json(), timeout_s=request.timeout_s, scratch=self._scratch)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -68,6 +68,13 @@ def _trial_task(request_json: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield replace(measurement, worker=f"ray:{node_id}/{where}").to_json()
 
 
+def _confirm_task(request_json: dict[str, Any], timeout_s: float) -> tuple[dict | None, str]:
+    """The Ray task body of a confirmation: one fresh process on this node, like a trial."""
+    from tuner.workers.isolation import run_job
+
+    return run_job("confirm", request_json, timeout_s=timeout_s)
+
+
 def _bench_job(fault: str) -> Measurement:
     """The bench's stand-in trials: framework cost only, no process, no CPU."""
     if fault.startswith(BENCH_SLEEP):
@@ -195,6 +202,22 @@ class RayExecutor:
         self._owns_cluster = False
 
     # -- beyond the protocol ---------------------------------------------------------
+
+    def run_confirmation(self, request: Any) -> tuple[dict | None, str]:
+        """Run the confirmation as one Ray task on a node of `request.platform_key` (blocking)."""
+        ray = self._ray
+        probe = TrialRequest(model_path=request.model_path, params=(), platform_key=request.platform_key)
+        task = ray.remote(_confirm_task).options(num_cpus=TRIAL_CPUS, num_gpus=self._num_gpus,
+                                                 resources=self._placement(probe), max_retries=0)
+        ref = task.remote(request.to_json(), request.timeout_s)
+        try:
+            data, failure = ray.get(ref, timeout=request.timeout_s + self.grace_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref, force=True)
+            return None, f"timeout: no confirmation within {request.timeout_s:g} s; the task was cancelled"
+        except ray.exceptions.RayError as exc:
+            return None, f"the confirmation task failed: {_ray_failure(exc)}"
+        return data, failure
 
     def platforms(self) -> dict[str, int]:
         """Platform key -> alive nodes advertising it, in the connected cluster."""

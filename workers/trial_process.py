@@ -1,16 +1,36 @@
-"""Entry point of a spawned trial process: `python -m tuner.workers.trial_process JOB RESULT`.
+"""Entry point of a spawned trial process: `python -m tuner.workers.trial_process JOB RESULT PARENT`.
 
 Reads the job JSON, runs it, writes the result JSON. Only `run_trial` and
 `run_confirmation` run here; neither touches the database.
 """
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
+PR_SET_PDEATHSIG = 1
 
-def main(job_path: str, result_path: str) -> int:
+
+def die_with_parent(parent_pid: int) -> None:
+    """Get SIGKILL when the process that started us dies (a killed Ray worker, a killed driver).
+
+    The trial runs in its own session (so a deadline can kill its whole group), which also
+    means nothing else would end it: an orphaned hang would sleep on. Linux only.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:      # the parent died before prctl took effect
+        os._exit(1)
+
+
+def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     job = json.loads(Path(job_path).read_text())
     if job["kind"] == "trial":
         from tuner.measure import run_trial
@@ -28,4 +48,4 @@ def main(job_path: str, result_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None))
