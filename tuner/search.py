@@ -15,7 +15,7 @@ from typing import Any, Callable
 import optuna
 
 import tuner
-from tuner.errors import UsageError
+from tuner.errors import SpaceError, UsageError
 from tuner.platform import Platform
 from tuner.search_spaces import SearchSpace
 from tuner.storage import Store
@@ -101,13 +101,14 @@ class Driver:
     def replay(self, records: list[TrialRecord]) -> None:
         """Feed stored trials into the in-memory study (resume)."""
         space = self.target.space
-        dists = space.distributions()
         for rec in records:
-            params = space.replay_params(rec.params)
-            frozen = optuna.trial.create_trial(
-                params=params, distributions={k: dists[k] for k in params if k in dists},
-                **_replay_args(rec.measurement))
-            self.optuna.add_trial(frozen)
+            try:
+                params = space.replay_params(rec.params)
+            except SpaceError:      # measured under another --space: it still counts, Optuna skips it
+                params = None
+            if params is not None:
+                self.optuna.add_trial(optuna.trial.create_trial(
+                    params=params, distributions=space.distributions(params), **_replay_args(rec.measurement)))
             self.records[rec.candidate_key] = rec
             self.next_number = max(self.next_number, rec.number + 1)
 

@@ -1,0 +1,55 @@
+"""Replay executor: hands back recorded measurements instead of running trials.
+
+For what cannot run here (a GPU): measurements recorded on real hardware replay through
+the same driver, so search logic (ask/tell, dedupe, resume, capacity) is tested without
+the device. A candidate with no recording comes back as a runtime error saying so.
+"""
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+from typing import Any, Mapping
+
+from tuner.trial import Candidate, Measurement, Status, TrialRequest
+
+
+class ReplayExecutor:
+    """`recorded` maps Candidate.key to the Measurement that candidate produced."""
+
+    def __init__(self, recorded: Mapping[str, Measurement], *, capacity: int = 1):
+        self.capacity = capacity
+        self.recorded = dict(recorded)
+        self.submitted: list[TrialRequest] = []
+        self.most_in_flight = 0
+        self._pending: deque[TrialRequest] = deque()
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, capacity: int = 1) -> "ReplayExecutor":
+        """A JSON list of {"params": {knob: value}, "measurement": Measurement.to_json()}."""
+        rows = json.loads(Path(path).read_text())
+        return cls({Candidate.from_dict(r["params"]).key: Measurement.from_json(r["measurement"]) for r in rows},
+                   capacity=capacity)
+
+    def submit(self, request: TrialRequest) -> None:
+        self.submitted.append(request)
+        self._pending.append(request)
+        self.most_in_flight = max(self.most_in_flight, len(self._pending))
+
+    def next_result(self) -> tuple[TrialRequest, Measurement]:
+        if not self._pending:
+            raise LookupError("no trial is pending")
+        request = self._pending.popleft()
+        found = self.recorded.get(request.candidate.key)
+        if found is None:
+            found = Measurement.failed(Status.RUNTIME_ERROR, f"no recorded measurement for {request.candidate.label()}")
+        return request, found
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def run_confirmation(self, request: Any) -> tuple[dict | None, str]:
+        return None, "the replay executor has no recorded confirmation"
+
+    def close(self) -> None:
+        self._pending.clear()
