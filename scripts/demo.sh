@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
-scripts/install.sh ray
+scripts/install.sh
 export TUNER_DB="${TUNER_DB:-sqlite:///$PWD/demo.db}"
 "$VENV/bin/tuner" search examples/mlp.py --trials "${TRIALS:-12}" "$@"
 "$VENV/bin/tuner" best examples/mlp.py

@@ -32,6 +32,21 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'tuner.db'}"
 
 
+# The store contract suites run once per backend: a SQLite file and the PostgreSQL server below.
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL to an empty database of the backend under test (a SQLite file in a folder not yet made)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'db' / 'tuner.db'}"
+    return request.getfixturevalue(f"{request.param}_url")
+
+
 def _postgres_bindir() -> Path | None:
     """The folder holding initdb and pg_ctl: Debian's newest, else whatever is on PATH."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),

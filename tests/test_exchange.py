@@ -22,20 +22,10 @@ from tuner.storage.exchange import (checksum_of, export_file, import_file, merge
                                     read_file, to_document)
 from tuner.storage.records import Snapshot
 
-BACKENDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
 W1, W2 = workload("mlp", "relu", "sigmoid"), workload("convnet", "conv", "pool", "relu")
 P_CPU, P_OTHER = platform("AMD EPYC 9454"), platform("Intel Xeon 8480", threads=4)
 BY = dict(user="alice", host="box", tuner_version="0.1.0")
 
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'target.db'}"
-    return request.getfixturevalue(f"{request.param}_url")
 
 
 @pytest.fixture

@@ -1,8 +1,7 @@
 """Schema migrations and the schema check on open, against real databases.
 
-Tests taking `db_url` run once per backend in BACKENDS; PostgreSQL joins with one line,
-`pytest.param("postgres", marks=pytest.mark.postgres)`, once tests/conftest.py provides a
-`postgres_url` fixture (a fresh, empty database per test).
+Tests taking `db_url` (tests/conftest.py) run once per backend: a SQLite file and a real
+PostgreSQL server.
 """
 from __future__ import annotations
 
@@ -26,19 +25,8 @@ from tuner.storage.migrate import known_revisions, script_location
 from tuner.storage.schema import SCHEMA_HEAD, VERSION_TABLE
 from tuner.storage.models import Base
 
-BACKENDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
 TABLES = {"platforms", "workloads", "graphs", "studies", "trials", "best_configs", "best_history"}
 
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A URL to an empty database of the backend under test."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'db' / 'tuner.db'}"
-    return request.getfixturevalue(f"{request.param}_url")
 
 
 def table_names(url: str) -> set[str]:

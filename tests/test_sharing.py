@@ -22,10 +22,6 @@ from tuner.errors import ReadOnlyDatabase
 from tuner.storage import Store, upgrade
 from tuner.storage.exchange import export_file
 
-BACKENDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
 W, P = workload("mlp", "relu", "sigmoid"), platform("AMD EPYC 9454")
 PROCESSES, ATTEMPTS = 16, 4
 
@@ -51,12 +47,6 @@ with Store.open(url, connect_timeout_s=60) as store:
                       "finished_at": time.time()}), flush=True)
 """
 
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'team.db'}"
-    return request.getfixturevalue(f"{request.param}_url")
 
 
 def test_upsert_race_keeps_the_true_best_and_every_measurement(db_url: str, tmp_path: Path) -> None:

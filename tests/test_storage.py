@@ -1,8 +1,7 @@
 """Contract tests of tuner.storage.Store, run against real databases.
 
-Every test taking `store` or `db_url` runs once per backend in BACKENDS. PostgreSQL joins
-with one line, `pytest.param("postgres", marks=pytest.mark.postgres)`, once
-tests/conftest.py provides a `postgres_url` fixture (a fresh, empty database per test).
+Tests taking `db_url` (tests/conftest.py) run once per backend: a SQLite file and a real
+PostgreSQL server.
 """
 from __future__ import annotations
 
@@ -20,19 +19,8 @@ from tuner.storage import BestConfig, Store, TrialRecord, safe_url, upgrade
 from tuner.trial import Measurement, Status
 from tuner.workload import GraphFingerprint, Workload
 
-BACKENDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
 CANARY = "s3cr3t-canary"
 
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A URL to an empty database of the backend under test."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'db' / 'tuner.db'}"
-    return request.getfixturevalue(f"{request.param}_url")
 
 
 @pytest.fixture

@@ -122,16 +122,10 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _executor_name(args: argparse.Namespace) -> str:
-    """Ray (a local cluster, or the one at --address) when it is installed; else local processes."""
-    import importlib.util
-
-    if args.executor:
-        return args.executor
-    if args.address or args.platform or importlib.util.find_spec("ray") is not None:
-        return "ray"
-    print("notice: ray is not installed, so trials run as local processes; "
-          "for Ray: pip install 'tuner[ray]'", file=sys.stderr)
-    return "local"
+    """Ray (a local cluster, or the one at --address) unless --executor says otherwise."""
+    if args.executor == "local" and (args.address or args.platform):
+        raise UsageError("--address and --platform need Ray; drop --executor local")
+    return args.executor or "ray"
 
 
 def _target_platforms(wanted: str | None, executor, target) -> list:

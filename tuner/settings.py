@@ -16,6 +16,15 @@ def default_db_url() -> str:
     return f"sqlite:///{Path(base) / 'tuner' / 'tuner.db'}"
 
 
+def _login_name() -> str:
+    """The account name when USER/LOGNAME are unset (services, containers)."""
+    try:
+        import pwd
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return "unknown"
+
+
 def _parse_faults(text: str) -> dict[int, str]:
     """`"3:abort,5:hang"` -> {3: "abort", 5: "hang"}; a test-only fault hook."""
     faults: dict[int, str] = {}
@@ -54,6 +63,6 @@ class Settings:
             ray_address=env.get("TUNER_RAY_ADDRESS") or env.get("RAY_ADDRESS") or None,
             test_faults=_parse_faults(env.get("TUNER_TEST_FAULTS", "")),
             cache_dir=env.get("TUNER_CACHE_DIR") or None,
-            user=env.get("USER") or env.get("LOGNAME") or "unknown",
+            user=env.get("USER") or env.get("LOGNAME") or _login_name(),
             debug=env.get("TUNER_DEBUG", "") not in ("", "0", "false", "no"),
         )
