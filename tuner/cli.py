@@ -9,7 +9,9 @@ import traceback
 from typing import Callable
 
 from tuner.errors import TunerError, UsageError
+from tuner.explain import add_explain_parser
 from tuner.settings import Settings
+from tuner.sharing import add_db_commands
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -58,10 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     up = dbsub.add_parser("upgrade", help="create or migrate the database schema")
     _add_db(up)
     up.set_defaults(func=cmd_db_upgrade)
-    from tuner.sharing import add_db_commands   # export, import, merge, ls
-    add_db_commands(dbsub)
-    from tuner.explain import add_explain_parser   # explain MODEL: which stored config applies
-    add_explain_parser(sub)
+    add_db_commands(dbsub)          # export, import, merge, ls
+    add_explain_parser(sub)         # explain MODEL: which stored config applies
     return parser
 
 
