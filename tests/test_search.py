@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -25,7 +26,8 @@ def trial_rows(db: Path) -> list[tuple]:
 def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
-    out = run_cli("search", TINY, "--trials", "4", "--repeat", "5", "--rounds", "6", "--executor", "local",
+    shutil.copy(TINY, tmp_path / "model.py")      # a relative path, as users type it
+    out = run_cli("search", "model.py", "--trials", "4", "--repeat", "5", "--rounds", "6", "--executor", "local",
                   cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert "default compile" in out.stdout and "eager" in out.stdout and "stored:" in out.stdout
@@ -39,10 +41,10 @@ def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
         best = conn.execute("SELECT speedup, ci_low, ci_high, rounds FROM best_configs").fetchall()
     assert len(best) == 1 and best[0][3] == 6 and best[0][1] <= best[0][0] <= best[0][2]
 
-    shown = run_cli("best", TINY, cwd=tmp_path, env=env)
+    shown = run_cli("best", "model.py", cwd=tmp_path, env=env)
     assert shown.returncode == 0, shown.stderr
     assert "config:" in shown.stdout and "confirmed speedup" in shown.stdout
-    listed = run_cli("trials", TINY, cwd=tmp_path, env=env)
+    listed = run_cli("trials", "model.py", cwd=tmp_path, env=env)
     assert listed.returncode == 0 and listed.stdout.count(" ok ") >= 4
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import sys
 import traceback
+from pathlib import Path
 from typing import Callable
 
 from tuner.errors import TunerError, UsageError
@@ -155,7 +156,8 @@ def _search_one(args: argparse.Namespace, settings: Settings, target, store, exe
     from tuner.report import Progress, summary_table
     from tuner.search import SearchJob
 
-    job = SearchJob(model_path=str(args.model), trials=args.trials, seed=args.seed, sampler=args.sampler,
+    # Absolute: trial processes run in their own scratch folders (and Ray nodes elsewhere).
+    job = SearchJob(model_path=str(Path(args.model).resolve()), trials=args.trials, seed=args.seed, sampler=args.sampler,
                     timeout_s=args.timeout or settings.trial_timeout_s, resume=args.resume, repeat=args.repeat,
                     threads=args.threads or settings.threads, rounds=args.rounds,
                     test_faults=tuple(sorted(settings.test_faults.items())))
