@@ -7,8 +7,9 @@ trials disturb each other's timings.
 Starts a local Ray cluster (or joins --address) and prints, side by side, per worker count
 (1, 2, 4, 8), with the driver loop the search uses (keep `capacity` trials in flight, take
 results as they finish):
-  noop ms/trial     wall time / trials for no-op trials (the Ray task returns an OK Measurement
-                    without a trial process): dispatch plus result;
+  noop ms/trial     wall time / trials for no-op trials (the Ray task runs the tests' stand-in
+                    body, tests/ray_stand_ins.py: an OK Measurement, no trial process): dispatch
+                    plus result;
   +record ms/trial  the same with each result recorded in a SQLite store, as the driver does;
   efficiency        sleep-only trials (no CPU, so 8 fit on 2 cores): ideal time
                     (trials x sleep / workers) over measured time.
@@ -31,11 +32,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from tuner.trial import Measurement, TrialRequest
-from tuner.workers.ray_pool import BENCH_NOOP, BENCH_SLEEP, RayExecutor
+from tuner.trial import MeasureSpec, Measurement, TrialRequest
+from tuner.workers.ray_pool import RayExecutor
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path.insert(0, str(TESTS))     # the stand-in trial body lives with the tests
+from ray_stand_ins import stand_in_executor, stand_in_request  # noqa: E402
 
 WORKER_COUNTS = (1, 2, 4, 8)
-TINY = Path(__file__).resolve().parent.parent / "tests" / "models" / "tiny_mlp.py"
+TINY = TESTS / "models" / "tiny_mlp.py"
 
 
 def run_trials(executor: RayExecutor, requests: list[TrialRequest],
@@ -53,8 +58,14 @@ def run_trials(executor: RayExecutor, requests: list[TrialRequest],
     return time.perf_counter() - start, results
 
 
-def jobs(count: int, kind: str | None, first: int = 0, **fields) -> list[TrialRequest]:
-    return [TrialRequest(model_path=str(TINY), params=(), number=first + i, fault=kind, **fields) for i in range(count)]
+def stand_ins(count: int, sleep_s: float = 0.0) -> list[TrialRequest]:
+    """Trials for a stand-in executor: sleep `sleep_s` (0: none), then an OK Measurement."""
+    return [stand_in_request(i, sleep_s=sleep_s) for i in range(count)]
+
+
+def real_trials(count: int, first: int, **fields) -> list[TrialRequest]:
+    """Real trials of tests/models/tiny_mlp.py with Inductor's defaults."""
+    return [TrialRequest(spec=MeasureSpec(str(TINY), **fields), params=(), number=first + i) for i in range(count)]
 
 
 class SqliteRecorder:
@@ -97,7 +108,7 @@ def hygiene(rounds: int, *, threads: int) -> None:
     for round_ in range(rounds):
         for workers in (1, 2):
             first = 10_000 + 100 * round_ + 10 * workers
-            _, done = run_trials(RayExecutor(workers=workers), jobs(2, None, first=first, timeout_s=600, threads=threads))
+            _, done = run_trials(RayExecutor(workers=workers), real_trials(2, first, timeout_s=600, threads=threads))
             failed = [m for m in done if not m.ok]
             assert not failed, failed[0].error
             latencies[workers] += [m.latency_ms for m in done]
@@ -120,26 +131,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    owner = RayExecutor(workers=max(WORKER_COUNTS), address=args.address)   # starts (or joins) the cluster
+    owner = stand_in_executor(workers=max(WORKER_COUNTS), address=args.address)   # starts (or joins) the cluster
     import ray
 
     print(f"Ray cluster ready in {time.perf_counter() - started:.1f} s "
           f"({ray.cluster_resources().get('CPU', 0):g} logical CPUs)", flush=True)
     try:
         # Ray starts worker processes on demand; start all 8 before timing anything.
-        run_trials(owner, jobs(2 * max(WORKER_COUNTS), f"{BENCH_SLEEP}1"))
+        run_trials(owner, stand_ins(2 * max(WORKER_COUNTS), sleep_s=1))
         rows = []
         with tempfile.TemporaryDirectory(prefix="ray-bench-") as tmp:
             recorder = SqliteRecorder(tmp)
             for workers in WORKER_COUNTS:
-                executor = RayExecutor(workers=workers)          # shares the connection
-                run_trials(executor, jobs(args.noop_trials, BENCH_NOOP))   # settle Ray's worker pool first
+                executor = stand_in_executor(workers=workers)    # shares the connection
+                run_trials(executor, stand_ins(args.noop_trials))   # settle Ray's worker pool first
                 # Others share this machine: the median of three runs of the quick rows.
-                noop_s = statistics.median(run_trials(executor, jobs(args.noop_trials, BENCH_NOOP))[0]
+                noop_s = statistics.median(run_trials(executor, stand_ins(args.noop_trials))[0]
                                            for _ in range(3))
-                record_s = statistics.median(run_trials(executor, jobs(args.noop_trials, BENCH_NOOP),
+                record_s = statistics.median(run_trials(executor, stand_ins(args.noop_trials),
                                                         recorder.new_study())[0] for _ in range(3))
-                sleep_s, done = run_trials(executor, jobs(args.sleep_trials, f"{BENCH_SLEEP}{args.sleep:g}"))
+                sleep_s, done = run_trials(executor, stand_ins(args.sleep_trials, sleep_s=args.sleep))
                 assert len(done) == args.sleep_trials and all(m.ok for m in done)
                 ideal = args.sleep_trials * args.sleep / workers
                 rows.append((workers, 1000 * noop_s / args.noop_trials, 1000 * record_s / args.noop_trials,

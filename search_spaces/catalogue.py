@@ -37,7 +37,9 @@ def _union(tables: tuple[tuple[Knob, ...], ...]) -> dict[str, Knob]:
     return merged
 
 
-ALLOWED: dict[str, Knob] = _union((cpu.KNOBS, cuda.KNOBS))
+# The built-in tables by device type: what `load_space` starts from and a space file extends.
+TABLES: dict[str, tuple[Knob, ...]] = {"cpu": cpu.KNOBS, "cuda": cuda.KNOBS}
+ALLOWED: dict[str, Knob] = _union(tuple(TABLES.values()))
 
 
 def known_knobs() -> tuple[str, ...]:

@@ -17,6 +17,8 @@ from types import MappingProxyType
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
+from tuner.errors import SpaceError
+
 KINDS = ("bool", "int", "float", "choice")
 GROUPS = ("mode", "fusion", "tiling", "codegen", "layout", "memory", "autotune", "gemm", "wrapper", "trace")
 SCOPES = ("any", "inference", "training")
@@ -294,3 +296,20 @@ def _resolve_mode(knob: Knob) -> tuple[Knob | None, list[str]]:
     if not any(_same(knob.default, c) for c in kept):
         return None, notices + [f"mode skipped: its default {knob.default!r} is not usable here"]
     return replace(knob, choices=tuple(kept)), notices
+
+
+def run_order(knobs: list[Knob]) -> list[Knob]:
+    """`mode` first, then parents before children, otherwise keeping the given order
+    (the define-by-run order a `SearchSpace` needs). SpaceError when parents form a cycle."""
+    placed: list[Knob] = [k for k in knobs if k.name == "mode"]
+    done = {k.name for k in placed}
+    pending = [k for k in knobs if k.name != "mode"]
+    while pending:
+        ready = [k for k in pending if k.parent is None or k.parent[0] in done]
+        if not ready:
+            raise SpaceError("knob parents form a cycle: " + ", ".join(k.name for k in pending))
+        first = ready[0]
+        placed.append(first)
+        done.add(first.name)
+        pending.remove(first)
+    return placed

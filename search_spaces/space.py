@@ -1,7 +1,8 @@
 """`SearchSpace`: the knobs of one search, turned into Optuna suggestions and Candidates.
 
 Built by `load_space` from the literal tables in `cpu.py` / `cuda.py` or from a user's
-JSON space file, filtered to what the installed torch has and the workload uses.
+JSON space file (parsed by `spacefile.py`), filtered to what the installed torch has and
+the workload uses.
 
 Semantics shared by every method: a knob at its default means "leave Inductor alone",
 so it never overrides what the chosen mode preset sets. A child knob is active only
@@ -11,19 +12,20 @@ when that is not at its default) equals the value named in `Knob.parent`.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Mapping
 
 from tuner.errors import SpaceError
-from tuner.search_spaces import catalogue, cpu, cuda
-from tuner.search_spaces.knobs import GROUPS, KINDS, Knob, mode_options, resolve, same_value
-from tuner.trial import Candidate, canonical_json
+from tuner.keys import canonical_json
+from tuner.search_spaces import cpu
+from tuner.search_spaces.catalogue import TABLES
+from tuner.search_spaces.knobs import Knob, mode_options, resolve, run_order, same_value
+from tuner.search_spaces.spacefile import read_space_file
+from tuner.trial import Candidate
 
 SPACE_FORMAT = 1
-TABLES: dict[str, tuple[Knob, ...]] = {"cpu": cpu.KNOBS, "cuda": cuda.KNOBS}
 
 
 @dataclass(frozen=True)
@@ -246,9 +248,10 @@ def load_space(device: str, *, training: bool = False, path: str | os.PathLike[s
         name = device_type + ("-train" if training else "") + ("-unsafe" if include_unsafe else "")
         return _build(name, device_type, list(TABLES[device_type]), training=training,
                       include_unsafe=include_unsafe, threads=threads, user=set(), notices=[])
-    name, knobs, user, notices = _read_space_file(os.fspath(path), device_type)
-    space = _build(name, device_type, knobs, training=training, include_unsafe=include_unsafe,
-                   threads=threads, user=user, notices=notices)
+    parsed = read_space_file(os.fspath(path), device_type)
+    space = _build(parsed.name, device_type, list(parsed.knobs), training=training,
+                   include_unsafe=include_unsafe, threads=threads, user=set(parsed.declared),
+                   notices=list(parsed.notices))
     if not space.knobs:
         raise SpaceError(f"space file {path}: no knob is left for this workload and torch "
                          f"({'; '.join(space.notices) or 'it lists none'}); add knobs that apply here")
@@ -279,7 +282,7 @@ def _build(name: str, device: str, knobs: list[Knob], *, training: bool, include
             continue
         kept.append(resolved)
     kept = _drop_orphans(kept, notices)
-    return SearchSpace(name=name, device=device, knobs=tuple(_ordered(kept)), notices=tuple(notices))
+    return SearchSpace(name=name, device=device, knobs=tuple(run_order(kept)), notices=tuple(notices))
 
 
 def _with_thread_factors(knob: Knob, threads: int | None) -> Knob:
@@ -310,180 +313,3 @@ def _drop_orphans(knobs: list[Knob], notices: list[str]) -> list[Knob]:
             notices.append(f"{k.name} skipped: its parent {k.parent[0]} is not in this space")  # type: ignore[index]
             names.discard(k.name)
         knobs = [k for k in knobs if k.name in names]
-
-
-def _ordered(knobs: list[Knob]) -> list[Knob]:
-    """`mode` first, then parents before children, otherwise keeping the given order."""
-    placed: list[Knob] = [k for k in knobs if k.name == "mode"]
-    done = {k.name for k in placed}
-    pending = [k for k in knobs if k.name != "mode"]
-    while pending:
-        ready = [k for k in pending if k.parent is None or k.parent[0] in done]
-        if not ready:
-            raise SpaceError("knob parents form a cycle: " + ", ".join(k.name for k in pending))
-        first = ready[0]
-        placed.append(first)
-        done.add(first.name)
-        pending.remove(first)
-    return placed
-
-
-# ---------------------------------------------------------------------------
-# User space files
-
-_TOP_KEYS = {"name", "knobs", "extends", "exclude", "description"}
-_KNOB_KEYS = {"name", "kind", "choices", "low", "high", "log", "step", "default", "parent", "group", "description"}
-
-
-def _read_space_file(path: str, device_type: str) -> tuple[str, list[Knob], set[str], list[str]]:
-    """Parse a user space file into (name, knobs, names the file declares, notices)."""
-
-    def fail(problem: str, fix: str) -> SpaceError:
-        return SpaceError(f"space file {path}: {problem}; {fix}")
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise fail("not found", "pass the path of an existing JSON file") from None
-    except json.JSONDecodeError as exc:
-        raise fail(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                   "fix the JSON syntax") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot be read ({exc})", "check the file's permissions and encoding") from None
-    if not isinstance(data, dict):
-        raise fail("the top level is not an object", 'write {"name": ..., "knobs": [...]}')
-    extra = sorted(set(data) - _TOP_KEYS)
-    if extra:
-        raise fail(f"unknown key(s) {', '.join(map(repr, extra))}", f"use only {', '.join(sorted(_TOP_KEYS))}")
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise fail('"name" is missing or not a string', 'add "name": "my-space"')
-    entries = data.get("knobs", [])
-    if not isinstance(entries, list):
-        raise fail('"knobs" is not a list', 'write "knobs": [{"name": ..., "kind": ...}, ...]')
-    extends = data.get("extends")
-    if extends is not None:
-        if extends not in TABLES:
-            raise fail(f'"extends" is {extends!r}', f"use one of {', '.join(map(repr, TABLES))} or leave it out")
-        if extends != device_type:
-            raise fail(f'it extends {extends!r} but the search is for device {device_type!r}',
-                       f'set "extends": "{device_type}" or search on {extends}')
-    if extends is None and not entries:
-        raise fail("it declares no knobs and extends no built-in space", 'add knobs or "extends": "cpu"')
-    base = {k.name: k for k in TABLES[extends]} if extends else {}
-
-    knobs: dict[str, Knob] = dict(base)
-    declared: set[str] = set()
-    for i, entry in enumerate(entries):
-        knob = _parse_knob(entry, i, base, fail)
-        if knob.name in declared:
-            raise fail(f"knob {knob.name!r} is listed twice", "keep one entry per knob")
-        declared.add(knob.name)
-        knobs[knob.name] = knob
-
-    exclude = data.get("exclude", [])
-    if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
-        raise fail('"exclude" is not a list of knob names', 'write "exclude": ["cpp_wrapper", ...]')
-    for gone in exclude:
-        if gone not in knobs:
-            raise fail(f'"exclude" names {gone!r}, which is not in the space', "remove it from \"exclude\"")
-        del knobs[gone]
-        declared.discard(gone)
-
-    notices: list[str] = []
-    while orphans := [k for k in knobs.values() if k.parent is not None and k.parent[0] not in knobs]:
-        for knob in orphans:
-            assert knob.parent is not None
-            if knob.name in declared:
-                raise fail(f"knob {knob.name!r} has parent {knob.parent[0]!r}, which is not in the space",
-                           "add the parent knob or drop \"parent\"")
-            notices.append(f"{knob.name} left out: its parent {knob.parent[0]} is excluded")
-            del knobs[knob.name]
-    for knob in knobs.values():
-        if knob.parent is not None:
-            parent = knobs[knob.parent[0]]
-            problem = parent.value_problem(knob.parent[1], what="parent value")
-            if problem:
-                raise fail(f"knob {knob.name!r}: {problem} of {parent.name}", "use a value the parent can take")
-    try:
-        ordered = _ordered(list(knobs.values()))
-    except SpaceError as exc:
-        raise fail(str(exc), "remove one parent link") from None
-    return name.strip(), ordered, declared, notices
-
-
-def _parse_knob(entry: Any, index: int, base: Mapping[str, Knob], fail) -> Knob:
-    where = f"knob #{index + 1}"
-    if not isinstance(entry, dict):
-        raise fail(f"{where} is not an object", 'write {"name": "max_fusion_size", "kind": "int", ...}')
-    name = entry.get("name")
-    if not isinstance(name, str):
-        raise fail(f"{where} has no \"name\"", 'add "name": "<inductor config path>"')
-    where = f"knob {name!r}"
-    extra = sorted(set(entry) - _KNOB_KEYS)
-    if extra:
-        raise fail(f"{where} has unknown key(s) {', '.join(map(repr, extra))}",
-                   f"use only {', '.join(sorted(_KNOB_KEYS))} (unsafe and scope come from tuner's catalogue)")
-    allowed = catalogue.ALLOWED.get(name)
-    if allowed is None:
-        raise fail(f"{where} is not a knob tuner knows",
-                   "check the spelling; tuner.search_spaces.known_knobs() lists the knobs it may set")
-    start = base.get(name, allowed)
-    kind = entry.get("kind", start.kind)
-    if kind not in KINDS:
-        raise fail(f"{where} has kind {kind!r}", f"use one of {', '.join(KINDS)}")
-    if kind != allowed.kind and kind != "choice":
-        fix = '"kind": "choice"' if allowed.kind == "choice" else f'"kind": "{allowed.kind}" or "choice"'
-        raise fail(f"{where} has kind {kind!r}, but its values are {allowed.kind}", f"use {fix}")
-    if "group" in entry and entry["group"] not in GROUPS:
-        raise fail(f"{where} has group {entry['group']!r}", f"use one of {', '.join(GROUPS)}")
-    if "default" in entry and not same_value(entry["default"], start.default):
-        raise fail(f"{where} sets default {entry['default']!r}",
-                   f"remove \"default\": a knob's default is Inductor's own ({start.default!r})")
-
-    fields: dict[str, Any] = {
-        "name": name, "kind": kind, "default": start.default, "group": entry.get("group", start.group),
-        "unsafe": allowed.unsafe, "scope": allowed.scope, "pattern": allowed.pattern,
-        "description": entry.get("description", start.description),
-        "parent": start.parent,
-    }
-    if kind == "choice":
-        choices = entry.get("choices", start.choices if start.kind == "choice" else None)
-        if choices is None and start.kind == "bool":
-            choices = [False, True]
-        if not isinstance(choices, list) and not isinstance(choices, tuple):
-            raise fail(f"{where} has no \"choices\" list", 'add "choices": [...]')
-        fields["choices"] = tuple(choices)
-    elif kind in ("int", "float"):
-        for key in ("low", "high", "log", "step"):
-            fields[key] = entry.get(key, getattr(start, key))
-    for key in ("choices", "low", "high", "log", "step"):
-        if key in entry and key not in fields:
-            raise fail(f"{where} sets {key!r}, which {kind} knobs do not use", f"remove {key!r}")
-    if "parent" in entry:
-        parent = entry["parent"]
-        if parent is None:
-            fields["parent"] = None
-        elif isinstance(parent, list) and len(parent) == 2 and isinstance(parent[0], str):
-            fields["parent"] = (parent[0], parent[1])
-        else:
-            raise fail(f"{where} has parent {parent!r}", 'write "parent": ["max_autotune", true] or null')
-    try:
-        knob = Knob(**fields)
-    except (ValueError, TypeError) as exc:
-        raise fail(f"{where}: {str(exc).removeprefix(f'knob {name!r}: ')}",
-                   "fix the entry so its range or choices hold Inductor's default and fit the kind") from None
-    for value in _domain_edges(knob):
-        problem = allowed.value_problem(value)
-        if problem is not None:
-            raise fail(f"{where}: {problem} (tuner's allowed domain)", "narrow the range or choices")
-    return knob
-
-
-def _domain_edges(knob: Knob) -> tuple[Any, ...]:
-    if knob.kind == "choice":
-        return knob.choices
-    if knob.kind == "bool":
-        return (False, True)
-    return (knob.low, knob.high)

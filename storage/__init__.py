@@ -6,6 +6,7 @@ The migration functions load alembic on first use, so compile-time lookups never
 """
 from typing import Any
 
+from tuner.storage.check import CheckReport, check_database
 from tuner.storage.records import ApplyReport, BestConfig, HistoryEntry, Snapshot, StudyInfo, TrialRecord
 from tuner.storage.store import Store
 from tuner.storage.urls import safe_url
@@ -15,11 +16,13 @@ _MIGRATE = ("current_revision", "downgrade", "ensure_schema", "head_revision", "
 __all__ = [
     "ApplyReport",
     "BestConfig",
+    "CheckReport",
     "HistoryEntry",
     "Snapshot",
     "Store",
     "StudyInfo",
     "TrialRecord",
+    "check_database",
     "current_revision",
     "downgrade",
     "ensure_schema",

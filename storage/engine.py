@@ -6,7 +6,10 @@ connections that carry the `WRITE` execution option start with `BEGIN IMMEDIATE`
 WAL mode a deferred read-then-write transaction fails with BUSY instead of waiting.
 A read-only SQLite open uses a `mode=ro` URI: nothing is created and nothing is written.
 PostgreSQL: `pool_pre_ping`, libpq's `connect_timeout`, and read-only sessions through
-`default_transaction_read_only`.
+`default_transaction_read_only`. A read-only engine with a timeout (the compile-time lookup's)
+also sets `statement_timeout` and `lock_timeout`, so a server that accepts the connection and
+then stalls (a lock held on the tuner tables, a query that never returns) cannot hold the
+user's compile past the budget: the server cancels the statement and the lookup falls back.
 """
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError, Statem
 from tuner.errors import ReadOnlyDatabase, SchemaOutdated, StorageError
 from tuner.storage.urls import hide_secret, parse_url, safe_url, sqlite_path
 
+_CANCELLED = ("57014", "55P03")   # PostgreSQL: statement timeout (or cancel), lock timeout
+_DISK_FULL = "53100"               # PostgreSQL: could not extend a file
 BEGIN_OPTION = "tuner_sqlite_begin"
 WRITE = {BEGIN_OPTION: "IMMEDIATE"}     # execution options of a write transaction
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -32,8 +37,10 @@ def make_engine(url: str, *, readonly: bool = False, timeout_s: float | None = N
     """An engine for `url`; connects lazily.
 
     `timeout_s` bounds the wait for a connection (PostgreSQL) or for a lock (SQLite busy
-    timeout, 5 s when None). `foreign_keys=False` is for migrations only: SQLite batch mode
-    drops and recreates tables, which must not cascade. Raises StorageError for an
+    timeout, 5 s when None); on a read-only PostgreSQL engine it also bounds every
+    statement, lock waits included (`statement_timeout`, `lock_timeout`).
+    `foreign_keys=False` is for migrations only: SQLite batch mode drops and recreates
+    tables, which must not cascade. Raises StorageError for an
     unsupported or malformed URL, a missing read-only SQLite file, or a missing driver.
     """
     parsed = parse_url(url)
@@ -99,7 +106,14 @@ def _postgres_engine(url: URL, *, readonly: bool, timeout_s: float | None) -> En
     if timeout_s is not None:
         connect_args["connect_timeout"] = max(1, math.ceil(timeout_s))   # libpq: whole seconds
     if readonly:
-        connect_args["options"] = "-c default_transaction_read_only=on"
+        options = ["-c default_transaction_read_only=on"]
+        if timeout_s is not None:
+            # Server-side, per statement: each lookup query (the schema check, then one per
+            # graph) answers or is cancelled within the budget, and the first cancellation
+            # makes the lookup stop reading the database for the rest of the process.
+            budget_ms = max(1, int(1000 * timeout_s))
+            options += [f"-c statement_timeout={budget_ms}", f"-c lock_timeout={budget_ms}"]
+        connect_args["options"] = " ".join(options)
     try:
         return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
@@ -135,6 +149,14 @@ def storage_error(exc: BaseException, url: URL) -> StorageError:
     if "database is locked" in low or "database is busy" in low:
         return StorageError(f"database {safe} is locked by another writer ({detail}); "
                             f"retry when that process finishes")
+    if sqlstate in _CANCELLED:
+        return StorageError(f"database {safe} did not answer in time ({detail}); another session "
+                            f"may hold a lock on the tuner tables (see pg_stat_activity), or the "
+                            f"server is overloaded; retry later, or raise TUNER_LOOKUP_TIMEOUT")
+    if "database or disk is full" in low or sqlstate == _DISK_FULL:
+        return StorageError(f"cannot write to database {safe}: no space left ({detail}); free "
+                            f"space on the disk that holds it, then run the command again "
+                            f"(a search continues with: tuner search MODEL --resume)")
     if "no such table" in low or sqlstate == "42P01":
         return SchemaOutdated(f"database {safe} lacks tuner tables ({detail}); "
                               f"run: tuner db upgrade --db {safe}")

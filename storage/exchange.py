@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass
@@ -33,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ExchangeError, SpaceError
-from tuner.platform import Platform, platform_from_parts
+from tuner.jsoncheck import Invalid, check_fields, check_string, check_text_map, loads_strict, show
+from tuner.keys import (GraphFingerprint, Platform, Workload, canonical_json, graph_key, platform_from_parts,
+                        workload_key)
 from tuner.storage.provenance import utc_iso
 from tuner.storage.records import ApplyReport, BestConfig, Snapshot
 from tuner.storage.store import Store
 from tuner.storage.urls import safe_url
-from tuner.trial import canonical_json
-from tuner.workload import GraphFingerprint, Workload
 
 FORMAT = "tuner-exchange"
 VERSION = 1
@@ -48,7 +47,6 @@ MAX_STRING = 4096                       # bytes of UTF-8, for every string but t
 MAX_GRAPH_CODE = 2**20                  # a graph's canonical text
 MAX_INPUT_META = 256 * 2**10
 MAX_ENTRIES = 64                        # keys of a platform's hardware or software
-_INT_MAX = 2**31 - 1
 
 _TOP = {"format": str, "version": int, "checksum": str, "exported_at": str, "exported_by": dict,
         "platforms": list, "workloads": list, "records": list}
@@ -161,8 +159,7 @@ def parse(data: bytes, *, name: str) -> Snapshot:
     if len(data) > MAX_FILE_BYTES:
         raise ExchangeError(f"{name} is over the {MAX_FILE_BYTES}-byte limit of an exchange file")
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
-                              parse_constant=_no_constant)
+        document = loads_strict(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise _refuse(name, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -180,7 +177,7 @@ def validate(document: Any, *, name: str) -> Snapshot:
     naming the first problem otherwise."""
     try:
         return _validate(document, name)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise _refuse(name, f"is invalid: {exc}") from None
 
 
@@ -189,17 +186,17 @@ def _validate(document: Any, name: str) -> Snapshot:
         raise _refuse(name, f'is not a tuner exchange file (no "format": "{FORMAT}")')
     version = document.get("version")
     if type(version) is not int:
-        raise _refuse(name, f"has no integer format version (got {_show(version)})")
+        raise _refuse(name, f"has no integer format version (got {show(version)})")
     if version > VERSION:
         raise _refuse(name, f"is exchange format version {version}, newer than this tuner's "
                             f"version {VERSION}; upgrade tuner (pip install -U tuner) to read it")
     if version < 1:
         raise _refuse(name, f"has unknown exchange format version {version}")
-    _fields(document, _TOP, "the file")
+    check_fields(document, _TOP, "the file", lengths=_LENGTHS)
     if checksum_of(document) != document["checksum"]:
         raise _refuse(name, "fails its checksum: the file was changed or damaged after export; "
                             "export it again from the source database")
-    _fields(document["exported_by"], _BY, "exported_by")
+    check_fields(document["exported_by"], _BY, "exported_by", lengths=_LENGTHS)
     platforms = _platforms(document["platforms"])
     workloads = _workloads(document["workloads"])
     bests = tuple(_best(record, index, platforms) for index, record in
@@ -207,98 +204,24 @@ def _validate(document: Any, name: str) -> Snapshot:
     return Snapshot(platforms=tuple(platforms.values()), workloads=workloads, bests=bests)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"repeats the key {_show(key)} in one JSON object")
-        result[key] = value
-    return result
-
-
-def _no_constant(text: str) -> Any:
-    raise ValueError(f"contains {text}, which is not a finite number")
-
-
 def _refuse(name: str, problem: str) -> ExchangeError:
     return ExchangeError(f"{name} {problem}; nothing was imported")
-
-
-class _Invalid(Exception):
-    """A problem inside the document; `validate` words it as an ExchangeError."""
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _fields(obj: Any, spec: dict[str, Any], where: str) -> None:
-    """Exactly the keys of `spec`, each of its type (int: not bool; float: finite, int ok),
-    strings within their size limit."""
-    if not isinstance(obj, dict):
-        raise _Invalid(f"{where} must be a JSON object, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - set(spec))
-    if unknown:
-        raise _Invalid(f"{where} has unknown key(s) {', '.join(map(_show, unknown[:5]))}")
-    missing = sorted(set(spec) - set(obj))
-    if missing:
-        raise _Invalid(f"{where} lacks required key(s) {', '.join(missing)}")
-    for key, kind in spec.items():
-        value = obj[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if value is None and None in kinds:
-            continue
-        if not any(_is(value, k) for k in kinds if k is not None):
-            wanted = " or ".join("null" if k is None else k.__name__ for k in kinds)
-            raise _Invalid(f"{where}: {key} must be {wanted}, got {_show(value)}")
-        if isinstance(value, str):
-            _string(value, f"{where}: {key}", _LENGTHS.get(key, MAX_STRING))
-        if isinstance(value, int) and not isinstance(value, bool) and not -_INT_MAX <= value <= _INT_MAX:
-            raise _Invalid(f"{where}: {key} {value} is out of range")
-
-
-def _is(value: Any, kind: type) -> bool:
-    if kind is int:
-        return type(value) is int
-    if kind is float:
-        return type(value) in (int, float) and math.isfinite(value)
-    return isinstance(value, kind)
-
-
-def _string(value: str, where: str, limit: int) -> None:
-    size = len(value.encode("utf-8", "surrogatepass"))
-    if size > limit:
-        raise _Invalid(f"{where} is a {size}-byte string, over the {limit}-byte limit")
-    if "\x00" in value:
-        raise _Invalid(f"{where} contains a NUL character")
-
-
-def _text_map(obj: dict[str, Any], where: str) -> dict[str, str]:
-    if len(obj) > MAX_ENTRIES:
-        raise _Invalid(f"{where} has {len(obj)} entries, over the limit of {MAX_ENTRIES}")
-    for key, value in obj.items():
-        _string(key, f"{where} key", 128)
-        if not isinstance(value, str):
-            raise _Invalid(f"{where}: {key} must be a string, got {_show(value)}")
-        _string(value, f"{where}: {key}", MAX_STRING)
-    return obj
 
 
 def _platforms(items: list[Any]) -> dict[str, Platform]:
     platforms: dict[str, Platform] = {}
     for index, item in enumerate(items):
         where = f"platform {index}"
-        _fields(item, _PLATFORM, where)
-        hardware = _text_map(item["hardware"], f"{where} hardware")
-        software = _text_map(item["software"], f"{where} software")
+        check_fields(item, _PLATFORM, where, lengths=_LENGTHS)
+        hardware = check_text_map(item["hardware"], f"{where} hardware", max_entries=MAX_ENTRIES)
+        software = check_text_map(item["software"], f"{where} software", max_entries=MAX_ENTRIES)
         rebuilt = platform_from_parts(item["device"], hardware, software)
         if (rebuilt.key, rebuilt.hardware_key, rebuilt.software_key) != (
                 item["key"], item["hardware_key"], item["software_key"]):
-            raise _Invalid(f"{where} ({_show(item['key'])}): its keys do not match its "
+            raise Invalid(f"{where} ({show(item['key'])}): its keys do not match its "
                            f"hardware and software")
         if rebuilt.key in platforms:
-            raise _Invalid(f"{where}: platform {rebuilt.key} is listed twice")
+            raise Invalid(f"{where}: platform {rebuilt.key} is listed twice")
         platforms[rebuilt.key] = rebuilt
     return platforms
 
@@ -307,48 +230,47 @@ def _workloads(items: list[Any]) -> tuple[Workload, ...]:
     workloads: dict[str, Workload] = {}
     for index, item in enumerate(items):
         where = f"workload {index}"
-        _fields(item, _WORKLOAD, where)
+        check_fields(item, _WORKLOAD, where, lengths=_LENGTHS)
         graphs = []
         for position, graph in enumerate(item["graphs"]):
-            _fields(graph, _GRAPH, f"{where} graph {position}")
+            check_fields(graph, _GRAPH, f"{where} graph {position}", lengths=_LENGTHS)
             if graph["index"] != position or graph["num_nodes"] < 0:
-                raise _Invalid(f"{where} graph {position}: index must be {position} and "
+                raise Invalid(f"{where} graph {position}: index must be {position} and "
                                f"num_nodes not negative")
-            if hashlib.sha256(graph["code"].encode()).hexdigest()[:32] != graph["key"]:
-                raise _Invalid(f"{where} graph {position}: its key does not match its code")
+            if graph_key(graph["code"]) != graph["key"]:
+                raise Invalid(f"{where} graph {position}: its key does not match its code")
             graphs.append(GraphFingerprint(**graph))
-        joined = "\n".join(g.key for g in graphs)
-        if not graphs or hashlib.sha256(joined.encode()).hexdigest()[:32] != item["key"]:
-            raise _Invalid(f"{where} ({_show(item['key'])}): its key does not match its graphs")
+        if not graphs or workload_key(g.key for g in graphs) != item["key"]:
+            raise Invalid(f"{where} ({show(item['key'])}): its key does not match its graphs")
         if item["key"] in workloads:
-            raise _Invalid(f"{where}: workload {item['key']} is listed twice")
+            raise Invalid(f"{where}: workload {item['key']} is listed twice")
         workloads[item["key"]] = Workload(key=item["key"], name=item["name"], graphs=tuple(graphs))
     return tuple(workloads.values())
 
 
 def _best(record: Any, index: int, platforms: dict[str, Platform]) -> BestConfig:
     where = f"record {index}"
-    _fields(record, _RECORD, where)
+    check_fields(record, _RECORD, where, lengths=_LENGTHS)
     where = f"record {index} (graph {record['graph_key'][:12]})"
     if record["platform_key"] not in platforms:
-        raise _Invalid(f"{where}: platform {record['platform_key']} is not in the file's platforms")
+        raise Invalid(f"{where}: platform {record['platform_key']} is not in the file's platforms")
     _check_params(record["params"], where)
     if record["is_default"] and record["params"]:
-        raise _Invalid(f"{where}: a default-is-best record must have empty params")
+        raise Invalid(f"{where}: a default-is-best record must have empty params")
     speedup, low, high = record["speedup"], record["ci_low"], record["ci_high"]
     if not (0 < low <= high and 0 < speedup) or record["rounds"] < 1:
-        raise _Invalid(f"{where}: evidence must have 0 < ci_low <= ci_high, speedup > 0 and "
+        raise Invalid(f"{where}: evidence must have 0 < ci_low <= ci_high, speedup > 0 and "
                        f"rounds >= 1")
     for name in ("latency_ms", "baseline_ms"):
         if record[name] is not None and record[name] < 0:
-            raise _Invalid(f"{where}: {name} must not be negative")
+            raise Invalid(f"{where}: {name} must not be negative")
     try:
         created = datetime.fromisoformat(record["created_at"])
     except ValueError:
-        raise _Invalid(f"{where}: created_at {_show(record['created_at'])} is not an ISO 8601 "
+        raise Invalid(f"{where}: created_at {show(record['created_at'])} is not an ISO 8601 "
                        f"time") from None
     if created.tzinfo is None:
-        raise _Invalid(f"{where}: created_at must name its time zone (e.g. +00:00)")
+        raise Invalid(f"{where}: created_at must name its time zone (e.g. +00:00)")
     fields = {name: record[name] for name in _RECORD if name != "created_at"}
     for name in ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms"):
         fields[name] = None if fields[name] is None else float(fields[name])
@@ -359,16 +281,16 @@ def _check_params(params: dict[str, Any], where: str) -> None:
     from tuner.search_spaces import validate_params
 
     for key, value in params.items():
-        _string(key, f"{where}: knob name", 128)
+        check_string(key, f"{where}: knob name", 128)
         if isinstance(value, str):
-            _string(value, f"{where}: {key}", MAX_STRING)
+            check_string(value, f"{where}: {key}", MAX_STRING)
         elif not (value is None or isinstance(value, (bool, int, float))):
-            raise _Invalid(f"{where}: knob {_show(key)} has a {type(value).__name__} value; "
+            raise Invalid(f"{where}: knob {show(key)} has a {type(value).__name__} value; "
                            f"knob values are single JSON scalars")
     try:
         validate_params(params)
     except SpaceError as exc:
-        raise _Invalid(f"{where}: {exc}") from None
+        raise Invalid(f"{where}: {exc}") from None
 
 
 # ---------------------------------------------------------------- import and merge

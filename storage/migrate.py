@@ -6,57 +6,21 @@ Optuna's or another tool's `alembic_version` in a shared database.
 """
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
-from functools import lru_cache
-from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
-from tuner.errors import StorageError, UsageError
+from tuner.errors import UsageError
 from tuner.storage.engine import WRITE, make_engine, storage_error
+from tuner.storage.revisions import head_revision, known_revisions, script_location, scripts
 from tuner.storage.schema import check_revision, read_revision
 from tuner.storage.urls import parse_url, safe_url, sqlite_path
 
-
-def script_location() -> Path:
-    """The folder holding `env.py` and `versions/`.
-
-    From a wheel this is the installed `tuner.migrations` package. Under an editable install
-    setuptools cannot resolve a namespace package nested in a regular one
-    (pypa/setuptools#4943), so the source tree's `alembic/` folder, beside `storage/`, is used.
-    """
-    spec = importlib.util.find_spec("tuner.migrations")
-    candidates = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
-    candidates.append(Path(__file__).resolve().parent.parent / "alembic")
-    for folder in candidates:
-        if (folder / "env.py").is_file() and (folder / "versions").is_dir():
-            return folder
-    raise StorageError("tuner's migrations (package tuner.migrations) are missing from this "
-                       "install; reinstall tuner: pip install --force-reinstall tuner")
-
-
-@lru_cache(maxsize=1)
-def _scripts() -> ScriptDirectory:
-    return ScriptDirectory(str(script_location()))
-
-
-def head_revision() -> str:
-    """The schema revision this tuner writes and reads (for example `0001_initial`)."""
-    head = _scripts().get_current_head()
-    if head is None:
-        raise StorageError("tuner's migrations have no revisions; reinstall tuner: "
-                           "pip install --force-reinstall tuner")
-    return head
-
-
-def known_revisions() -> list[str]:
-    """Every revision this tuner ships, oldest first."""
-    return [script.revision for script in reversed(list(_scripts().walk_revisions()))]
+__all__ = ["current_revision", "downgrade", "ensure_schema", "head_revision", "known_revisions",
+           "script_location", "upgrade"]
 
 
 def current_revision(url: str) -> str | None:
@@ -107,7 +71,7 @@ def make_revision(url: str, *, rev_id: str, message: str) -> None:
         command.revision(config, message=message, autogenerate=True, rev_id=rev_id)
 
     _run(url, revision)
-    _scripts.cache_clear()
+    scripts.cache_clear()
 
 
 def _run(url: str, action: Callable[[Config], None]) -> None:

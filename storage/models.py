@@ -203,3 +203,36 @@ class BestHistoryRow(Base):
     source: Mapped[str] = mapped_column(String(16))
     origin: Mapped[str] = mapped_column(String(512))
     kept: Mapped[bool]
+
+
+class KernelConfigRow(Base):
+    """The kept tile config of one Triton kernel (`tuner.autotune`) per (kernel key, platform).
+
+    The kernel key hashes the kernel's source, its declared space and its key arguments with
+    the dtypes of its tensor arguments. `config` holds JSON scalars only, under names of that
+    space or Triton's launch options. Replaced only by a faster measurement, or by one under
+    other versions (see `tuner.storage.kernels.save_kernel_config`).
+    """
+
+    __tablename__ = "kernel_configs"
+    __table_args__ = (UniqueConstraint("kernel_key", "platform_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kernel_key: Mapped[str] = mapped_column(String(64))
+    platform_id: Mapped[int] = mapped_column(ForeignKey("platforms.id", ondelete="CASCADE"),
+                                             index=True)
+    kernel_name: Mapped[str] = mapped_column(String(255))
+    key_args: Mapped[dict[str, Any]]                 # the key arguments' values, for display
+    dtypes: Mapped[str] = mapped_column(String(1024))   # the tensor arguments' dtypes, in order
+    config: Mapped[dict[str, Any]]
+    latency_ms: Mapped[float] = mapped_column(Float)
+    spread_ms: Mapped[float] = mapped_column(Float)
+    configs_tried: Mapped[int] = mapped_column(Integer)
+    space_size: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(16), server_default="search")
+    user: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    tuner_version: Mapped[str] = mapped_column(String(64))
+    torch_version: Mapped[str] = mapped_column(String(128))
+    triton_version: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)      # when it was measured

@@ -11,8 +11,8 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
+from tuner.keys import canonical_json
 from tuner.storage.records import BestConfig
-from tuner.trial import canonical_json
 
 KEY_FIELDS = ("graph_key", "platform_key", "workload_key", "params", "is_default", "speedup",
               "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms", "user", "host",

@@ -8,18 +8,17 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Select, and_, not_, or_, select
+from sqlalchemy import Select, and_, delete, not_, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from tuner.errors import StorageError
-from tuner.platform import Platform
+from tuner.keys import GraphFingerprint, Platform, Workload
 from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow,
                                   TrialRow, WorkloadRow, utcnow)
 from tuner.storage.provenance import measurement_key
 from tuner.storage.records import BestConfig, HistoryEntry, Snapshot, StudyInfo, TrialRecord
 from tuner.trial import Measurement, Status
-from tuner.workload import GraphFingerprint, Workload
 
 
 def as_utc(value: datetime | None) -> datetime | None:
@@ -108,6 +107,14 @@ def trial_values(study_id: int, record: TrialRecord) -> dict[str, Any]:
                 latency_ms=m.latency_ms, spread_ms=m.spread_ms, compile_s=m.compile_s,
                 peak_mem_mb=m.peak_mem_mb, reps=m.reps, error=m.error, worker=m.worker,
                 started_at=as_utc(record.started_at), finished_at=as_utc(record.finished_at))
+
+
+def drop_cancelled(session: Session, study_id: int, record: TrialRecord) -> None:
+    """Delete the study's cancelled trials that `record` would collide with: the same
+    number or the same candidate key."""
+    session.execute(delete(TrialRow).where(
+        TrialRow.study_id == study_id, TrialRow.status == Status.CANCELLED.value,
+        or_(TrialRow.number == record.number, TrialRow.candidate_key == record.candidate_key)))
 
 
 def to_trial(row: TrialRow) -> TrialRecord:

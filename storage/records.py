@@ -5,9 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tuner.platform import Platform
+from tuner.keys import Platform, Workload
 from tuner.trial import Measurement
-from tuner.workload import Workload
 
 
 @dataclass(frozen=True)

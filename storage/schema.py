@@ -14,7 +14,7 @@ from tuner.errors import SchemaOutdated, SchemaTooNew, StorageError
 from tuner.storage.urls import safe_url
 
 VERSION_TABLE = "tuner_alembic_version"
-SCHEMA_HEAD = "0002_sharing"
+SCHEMA_HEAD = "0003_kernel_configs"
 
 
 def read_revision(connection: Connection) -> str | None:
@@ -40,7 +40,7 @@ def check_revision(have: str | None, safe: str) -> None:
     if have is None:
         raise SchemaOutdated(f"database {safe} has no tuner schema; "
                              f"run: tuner db upgrade --db {safe}")
-    from tuner.storage.migrate import known_revisions   # alembic loads only on this path
+    from tuner.storage.revisions import known_revisions   # alembic loads only on this path
 
     if have in known_revisions():
         raise SchemaOutdated(f"database {safe} is at schema {have}, this tuner needs "

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from tuner.errors import ReadOnlyDatabase
-from tuner.platform import Platform
+from tuner.keys import Platform, Workload
 from tuner.storage import queries as q
 from tuner.storage.engine import WRITE, caller_bug, make_engine, storage_error
 from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow,
@@ -27,7 +27,6 @@ from tuner.storage.records import (ApplyReport, BestConfig, HistoryEntry, Snapsh
                                    TrialRecord)
 from tuner.storage.schema import check_revision, read_revision
 from tuner.storage.urls import hide_secret, parse_url, safe_url, sqlite_path
-from tuner.workload import Workload
 
 # What `tuner search`, `tuner db import` and `tuner db merge` write: (table, privilege).
 _WRITES = tuple((table, "INSERT") for table in ("platforms", "workloads", "graphs", "studies",
@@ -164,12 +163,22 @@ class Store:
             return None if found is None else q.to_study(*found)
 
     def record_trial(self, study_id: int, record: TrialRecord) -> bool:
-        """Insert one trial. Returns False, writing nothing, when the study already has that
-        number or that candidate key, so a retried or duplicated result never adds a row."""
+        """Insert one trial. Returns False, writing nothing, when the study already has a
+        result (any status but cancelled) with that number or that candidate key, so a
+        retried or duplicated result never adds a row.
+
+        A cancelled trial is no result: the study's cancelled rows with the same number or
+        candidate key are replaced by `record`, in the same transaction, so a resumed search
+        measures a candidate whose trial an interrupt stopped.
+        """
         with self.session_scope(write=True) as session:
+            q.drop_cancelled(session, study_id, record)
             statement = (q.insert(session, TrialRow).values(**q.trial_values(study_id, record))
                          .on_conflict_do_nothing().returning(TrialRow.id))
-            return session.execute(statement).first() is not None
+            if session.execute(statement).first() is not None:
+                return True
+            session.rollback()          # a result holds that number or candidate: change nothing
+            return False
 
     def trials(self, study_id: int) -> list[TrialRecord]:
         """The study's trials ordered by number; empty for an unknown study."""

@@ -1,10 +1,14 @@
-"""Helpers shared by tests: the CLI run as a real subprocess, test model files."""
+"""Helpers shared by tests: the CLI in this process or as a real subprocess, test model files."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 MODELS = Path(__file__).parent / "models"
 
@@ -20,3 +24,41 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: f
     """Run `python -m tuner ARGS` in `cwd` (never the repo root, so the installed package is used)."""
     return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, env=env or cli_env(),
                           capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a command did: its exit status and everything it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_main(*args: str, env: dict[str, str] | None = None) -> Ran:
+    """Run `tuner ARGS` in this process through `tuner.cli.main`, as `run_cli` would in a subprocess.
+
+    The environment is `env` (default: `cli_env()`) while it runs; an argparse exit counts as a return.
+    """
+    from tuner.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with environment(env or cli_env()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:       # argparse: exit 2 with the usage on stderr
+            code = exc.code if isinstance(exc.code, int) else 1
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """`os.environ` is exactly `env` inside the block, and what it was afterwards."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

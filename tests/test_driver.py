@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tuner.platform import Platform
-from tuner.search import Driver, SearchJob, Target, open_study
+from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
 from tuner.storage import Store, ensure_schema
-from tuner.trial import Measurement, Status
+from tuner.trial import MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor
 from tuner.workload import GraphFingerprint, Workload
 
@@ -43,7 +43,7 @@ def replay(target: Target, *, capacity: int = 1) -> ReplayExecutor:
 
 
 def search(target: Target, store: Store, executor: ReplayExecutor, trials: int, *, resume: bool = False):
-    job = SearchJob(model_path="recorded.py", trials=trials, resume=resume)
+    job = SearchOptions(measure=MeasureSpec("recorded.py"), trials=trials, resume=resume)
     study = open_study(job, target, store, user="tester")
     driver = Driver(job, target, store=store, executor=executor)
     if resume:

@@ -330,7 +330,7 @@ def test_cli_refusals_are_one_line(source: Store, db_url: str, tmp_path: Path) -
 
 
 def test_ls_flags_stale_and_thin(tmp_path: Path) -> None:
-    from tuner.sharing import older, overview
+    from tuner.cli.db import older, overview
 
     old = platform("AMD EPYC 9454", torch="2.12.1+cpu")
     rows = overview([best(W1, old, ci_low=1.1), best(W1, P_CPU, ci_low=0.99, speedup=1.02),

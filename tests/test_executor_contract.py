@@ -2,21 +2,25 @@
 
 Contract: every submitted request comes back from `next_result` exactly once, with a
 Measurement; a crash is CRASHED, a hang past the deadline TIMEOUT, an exception
-RUNTIME_ERROR, a good trial OK with a latency; no more than `capacity` trials run at once.
-Only one real compile per executor (the OK trial); faults fire after the eager reference,
-before compiling, so the other trials are quick.
+RUNTIME_ERROR, a good trial OK with a latency; no more than `capacity` trials run at once;
+trials and the confirmation measure with the thread count of the platform they are stored for.
+The faults are real (tests/models/faulty_mlp.py): they fire while Dynamo traces, before
+Inductor compiles, so only the OK trials pay for a compile.
 """
 from __future__ import annotations
 
 import shutil
 import tempfile
 import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from faults import faulty_model
 from helpers import MODELS
-from tuner.trial import Status, TrialRequest
+from tuner.confirm import EAGER, ConfirmRequest, ConfirmResult
+from tuner.trial import MeasureSpec, Status, TrialRequest
 from tuner.workers.executor import Executor
 
 TINY = str(MODELS / "tiny_mlp.py")
@@ -33,7 +37,7 @@ def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
         yield built
         built.close()
         return
-    from tuner.workers.ray_cluster import auth_env
+    from ray_cluster import auth_env
     from tuner.workers.ray_pool import RayExecutor
 
     ray_tmp = tempfile.mkdtemp(prefix="tuner-ray-", dir="/tmp")   # short: Ray's socket paths have a limit
@@ -50,9 +54,14 @@ def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
             shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def fault(number: int, kind: str | None, *, timeout_s: float = 120.0) -> TrialRequest:
-    return TrialRequest(model_path=TINY, params=(), number=number, warmup=1, repeat=3,
-                        timeout_s=timeout_s, fault=kind)
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of faulty_mlp.py copies, one per fault (faults.faulty_model)."""
+    return tmp_path_factory.mktemp("faulty-models")
+
+
+def trial(number: int, model: str = TINY, *, timeout_s: float = 120.0) -> TrialRequest:
+    return TrialRequest(spec=MeasureSpec(model, warmup=1, repeat=3, timeout_s=timeout_s), params=(), number=number)
 
 
 def drain(executor: Executor) -> dict[int, list]:
@@ -64,11 +73,12 @@ def drain(executor: Executor) -> dict[int, list]:
     return results
 
 
-def test_each_request_comes_back_once_with_its_status(executor: Executor) -> None:
+def test_each_request_comes_back_once_with_its_status(executor: Executor, models: Path) -> None:
     expected = {0: Status.OK, 1: Status.TIMEOUT, 2: Status.CRASHED, 3: Status.CRASHED, 4: Status.RUNTIME_ERROR}
-    # The hang runs beside the one real compile; the quick faults follow in the other slot.
-    requests = [fault(0, None, timeout_s=300), fault(1, "hang", timeout_s=6), fault(2, "abort"),
-                fault(3, "exit"), fault(4, "raise")]
+    # The hang runs beside the real compile; the quick faults follow in the other slot.
+    requests = [trial(0, timeout_s=300), trial(1, faulty_model(models, "hang"), timeout_s=6),
+                trial(2, faulty_model(models, "abort")), trial(3, faulty_model(models, "exit")),
+                trial(4, faulty_model(models, "raise"))]
     for request in requests:
         executor.submit(request)
     assert executor.pending() == len(requests)
@@ -86,15 +96,44 @@ def test_each_request_comes_back_once_with_its_status(executor: Executor) -> Non
         executor.next_result()
 
 
-def test_no_more_than_capacity_trials_run_at_once(executor: Executor) -> None:
+def test_no_more_than_capacity_trials_run_at_once(executor: Executor, models: Path) -> None:
     # Each hanging trial lasts its full deadline, so 2 * capacity of them take two rounds.
     deadline_s, count = 3.0, 2 * executor.capacity
     started = time.monotonic()
+    hang = faulty_model(models, "hang")
     for number in range(count):
-        executor.submit(fault(100 + number, "hang", timeout_s=deadline_s))
+        executor.submit(trial(100 + number, hang, timeout_s=deadline_s))
     assert executor.pending() == count
     results = drain(executor)
     elapsed = time.monotonic() - started
     assert sorted(results) == list(range(100, 100 + count))
     assert all(len(ms) == 1 and ms[0].status is Status.TIMEOUT for ms in results.values())
     assert elapsed >= 2 * deadline_s, f"{count} trials of {deadline_s} s ended in {elapsed:.1f} s"
+
+
+def test_trials_and_the_confirmation_measure_with_the_platforms_threads(executor: Executor) -> None:
+    """With `threads` unset, the platform key records torch's default thread count in this (the
+    driver's) process; a Ray task has OMP_NUM_THREADS=1, which its trial process must not inherit."""
+    from tuner.platform import current_platform
+
+    platform = current_platform("cpu")
+    threads = int(dict(platform.hardware)["threads"])
+    spec = MeasureSpec(TINY, warmup=1, repeat=3, timeout_s=300, platform_key=platform.key)
+    executor.submit(TrialRequest(spec=spec, params=(), number=200))
+    confirmed = executor.run_confirmation(ConfirmRequest(spec=spec, variants=((EAGER, None),), rounds=2,
+                                                         samples_per_round=1))
+    _, measured = executor.next_result()
+    assert measured.ok and measured.threads == threads, measured
+    assert isinstance(confirmed, ConfirmResult) and confirmed.get(EAGER).status is Status.OK, confirmed
+    assert confirmed.threads == threads
+
+
+def test_platforms_is_none_where_everything_runs_here(executor: Executor) -> None:
+    """The local executor places nothing by platform; Ray's own cluster advertises this machine's."""
+    from tuner.platform import current_platform
+
+    present = executor.platforms()
+    if type(executor).__name__ == "LocalExecutor":
+        assert present is None
+    else:
+        assert present == {current_platform("cpu").key: 1}

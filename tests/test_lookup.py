@@ -274,7 +274,7 @@ def test_a_miss_names_the_same_graph_elsewhere(seeded, tmp_path: Path) -> None:
 def run_explain(*args: str, settings_url: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     import argparse
 
-    from tuner.explain import add_explain_parser
+    from tuner.cli.explain import add_explain_parser
     from tuner.settings import Settings
 
     parser = argparse.ArgumentParser(prog="tuner")

@@ -1,14 +1,19 @@
-"""Measurement pieces that need no compile: output checks, statistics, the confirmation decision."""
+"""Measurement pieces that need no Inductor compile: output checks, statistics, the shared
+measurement core on eager and on a first call that fails while Dynamo traces, the confirmation decision."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
-from tuner.confirm import DEFAULT, EAGER, ConfirmRequest, ConfirmResult, VariantResult, median_interval, speedup
-from tuner.measure import compare_outputs, median_and_iqr
-from tuner.trial import Candidate, Measurement, Status, TrialRequest
+from faults import faulty_model
+from helpers import MODELS
+from tuner.confirm import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, VariantResult,
+                           median_interval, speedup)
+from tuner.measure import Rejected, Runner, compare_outputs, median_and_iqr, prepare
+from tuner.trial import Candidate, MeasureSpec, Measurement, Status, TrialRequest
 from tuner.verdict import Finalist, decide
 
 
@@ -60,12 +65,26 @@ def test_decide_picks_a_gain_that_clears_the_noise() -> None:
 
 
 def test_values_round_trip_through_json() -> None:
-    request = TrialRequest(model_path="m.py", params=(("max_fusion_size", 8),), number=3, fault="hang")
+    request = TrialRequest(spec=MeasureSpec("m.py", threads=2), params=(("max_fusion_size", 8),), number=3)
     assert TrialRequest.from_json(json.loads(json.dumps(request.to_json()))) == request
-    m = Measurement(status=Status.OK, latency_ms=1.5, spread_ms=0.1, compile_s=3.0, reps=20)
+    m = Measurement(status=Status.OK, latency_ms=1.5, spread_ms=0.1, compile_s=3.0, reps=20, threads=2)
     assert Measurement.from_json(json.loads(json.dumps(m.to_json()))) == m
-    conf = ConfirmRequest(model_path="m.py", variants=((EAGER, None), (DEFAULT, ()), ("x", (("a", 1),))))
+    older = {k: v for k, v in m.to_json().items() if k != "threads"}     # recorded before `threads` existed
+    assert Measurement.from_json(older).threads is None
+    conf = ConfirmRequest(spec=MeasureSpec("m.py", seed=3), variants=((EAGER, None), (DEFAULT, ()), ("x", (("a", 1),))))
     assert ConfirmRequest.from_json(json.loads(json.dumps(conf.to_json()))) == conf
-    result = ConfirmResult((_variant(DEFAULT, [1.0, 2.0]),))
+    result = ConfirmResult((_variant(DEFAULT, [1.0, 2.0]),), threads=2)
     assert ConfirmResult.from_json(json.loads(json.dumps(result.to_json()))) == result
+    failed = ConfirmFailed(Status.TIMEOUT, "timeout: no result within 5 s")
+    assert ConfirmFailed.from_json(json.loads(json.dumps(failed.to_json()))) == failed
     assert speedup(_variant(DEFAULT, [2.0] * 4), _variant("x", [1.0] * 4)).median == 2.0
+
+
+def test_prepare_verifies_eager_and_rejects_a_first_call_that_fails(tmp_path: Path) -> None:
+    eager = prepare(MeasureSpec(str(MODELS / "tiny_mlp.py")), None)
+    assert isinstance(eager, Runner) and eager.compile_s is None and eager.device == "cpu"
+    assert eager.call().shape == (8, 32)
+    rejected = prepare(MeasureSpec(faulty_model(tmp_path, "raise")), ())
+    assert isinstance(rejected, Rejected) and rejected.status is Status.RUNTIME_ERROR
+    assert rejected.headline == "RuntimeError: injected fault (tests/models/faulty_mlp.py)"
+    assert "Traceback" in rejected.message

@@ -25,7 +25,8 @@ from tuner.storage.migrate import known_revisions, script_location
 from tuner.storage.schema import SCHEMA_HEAD, VERSION_TABLE
 from tuner.storage.models import Base
 
-TABLES = {"platforms", "workloads", "graphs", "studies", "trials", "best_configs", "best_history"}
+TABLES = {"platforms", "workloads", "graphs", "studies", "trials", "best_configs", "best_history",
+          "kernel_configs"}
 
 
 

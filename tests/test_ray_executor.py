@@ -1,9 +1,10 @@
 """The Ray executor on a real two-node cluster on this machine, with every fault injected for real.
 
 The head advertises this machine's platform (A), a worker node a stand-in platform B
-(custom resources standing in for two kinds of hardware), both started with `ray start` and one auth token; teardown
-stops only these nodes. Trials here are the Ray task's bench kinds (no trial process) or
-faults of the Ray worker itself, so the file spends its time on Ray, not on compiling.
+(custom resources standing in for two kinds of hardware), both started with Ray's
+`cluster_utils.Cluster` and one auth token; teardown stops only these nodes. Trials here run
+the tests' stand-in body (tests/ray_stand_ins.py: no trial process) or fault the Ray worker
+itself, so the file spends its time on Ray, not on compiling.
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from typing import Iterator
 
 import pytest
 
+from ray_cluster import LocalCluster, running_tasks
+from ray_stand_ins import EXIT, HANG, stand_in_executor, stand_in_request
 from tuner.errors import UsageError
-from tuner.trial import Status, TrialRequest
 from tuner.platform import current_platform
+from tuner.trial import Status, TrialRequest
 from tuner.workers.placement import cluster_platforms, describe_platform, platform_resource
-from tuner.workers.ray_cluster import NodeGroup, auth_env
-from tuner.workers.ray_pool import (BENCH_NOOP, BENCH_SLEEP, RAY_WORKER_EXIT, RAY_WORKER_HANG, TASK_NAME_PREFIX,
-                                     RayExecutor)
+from tuner.workers.ray_pool import TASK_NAME_PREFIX, RayExecutor
 
 pytestmark = pytest.mark.ray
 PLAT_A = current_platform("cpu").key     # the head stands for this machine's real platform
@@ -28,21 +29,20 @@ PLAT_B, PLAT_C = "b" * 24, "c" * 24      # the others are stand-ins
 
 
 class Cluster:
-    def __init__(self, group: NodeGroup, node_ids: dict[str, str]):
+    def __init__(self, group: LocalCluster, node_ids: dict[str, str]):
         self.group, self.node_ids = group, node_ids
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    import ray
-
-    group = NodeGroup()
+    group = LocalCluster()
     with pytest.MonkeyPatch.context() as env, group:
-        for name, value in auth_env(group.token).items():
+        for name, value in group.env().items():
             env.setenv(name, value)
         env.delenv("RAY_ADDRESS", raising=False)
+        import ray
         group.start_head(resources={platform_resource(PLAT_A): 1})
-        group.add_node("b", resources={platform_resource(PLAT_B): 1})
+        group.add_node(resources={platform_resource(PLAT_B): 1})
         first = RayExecutor(workers=1, address=group.address)   # joins: ray.init(address=...)
         try:
             group.wait_for_nodes(2)
@@ -54,9 +54,9 @@ def cluster() -> Iterator[Cluster]:
             ray.shutdown()
 
 
-def job(number: int, kind: str | None, platform: str | None = PLAT_B, *, timeout_s: float = 60.0) -> TrialRequest:
-    return TrialRequest(model_path="unused.py", params=(), number=number, timeout_s=timeout_s, fault=kind,
-                        platform_key=platform)
+def job(number: int, stand_in: str | None = None, platform: str | None = PLAT_B, *, sleep_s: float = 0.0,
+        timeout_s: float = 60.0) -> TrialRequest:
+    return stand_in_request(number, stand_in=stand_in, sleep_s=sleep_s, platform=platform, timeout_s=timeout_s)
 
 
 def drain(executor: RayExecutor) -> dict[int, list]:
@@ -69,16 +69,16 @@ def drain(executor: RayExecutor) -> dict[int, list]:
 
 def test_trials_run_only_on_their_platforms_node(cluster: Cluster) -> None:
     assert cluster_platforms() == {PLAT_A: 1, PLAT_B: 1}
-    executor = RayExecutor(workers=6, address=cluster.group.address)
+    executor = stand_in_executor(workers=6, address=cluster.group.address)
     for number in range(6):
-        executor.submit(job(number, f"{BENCH_SLEEP}0.2", PLAT_A if number % 2 else PLAT_B))
+        executor.submit(job(number, platform=PLAT_A if number % 2 else PLAT_B, sleep_s=0.2))
     results = drain(executor)
     assert sorted(results) == list(range(6))
     for number, [measurement] in results.items():
         node = cluster.node_ids[PLAT_A if number % 2 else PLAT_B]
         assert measurement.ok and measurement.worker.startswith(f"ray:{node}/"), (number, measurement.worker)
     with pytest.raises(UsageError, match="no node of the Ray cluster advertises platform"):
-        executor.submit(job(9, BENCH_NOOP, "f" * 24))
+        executor.submit(job(9, platform="f" * 24))
     assert executor.pending() == 0
 
 
@@ -89,8 +89,8 @@ def test_a_platform_is_described_by_a_node_of_it(cluster: Cluster) -> None:
 
 
 def test_dead_ray_worker_is_a_crash_and_is_replaced(cluster: Cluster) -> None:
-    executor = RayExecutor(workers=2, address=cluster.group.address)
-    for request in (job(0, RAY_WORKER_EXIT), job(1, BENCH_NOOP), job(2, RAY_WORKER_EXIT)):
+    executor = stand_in_executor(workers=2, address=cluster.group.address)
+    for request in (job(0, EXIT), job(1), job(2, EXIT)):
         executor.submit(request)
     results = drain(executor)
     assert {n: [m.status for m in ms] for n, ms in results.items()} == {
@@ -98,35 +98,35 @@ def test_dead_ray_worker_is_a_crash_and_is_replaced(cluster: Cluster) -> None:
     assert "Ray worker running the trial died" in results[0][0].error
     # The node is named when its "started" value reached the driver before the worker died.
     assert results[0][0].worker in (None, f"ray:{cluster.node_ids[PLAT_B]}")
-    executor.submit(job(3, BENCH_NOOP))              # a new worker takes the next trial
+    executor.submit(job(3))                          # a new worker takes the next trial
     assert drain(executor)[3][0].ok
 
 
 def test_task_past_its_deadline_is_cancelled_and_a_timeout(cluster: Cluster) -> None:
-    executor = RayExecutor(workers=2, address=cluster.group.address, grace_s=1.0)
+    executor = stand_in_executor(workers=2, address=cluster.group.address, grace_s=1.0)
     started = time.monotonic()
-    executor.submit(job(0, RAY_WORKER_HANG, timeout_s=1.0))
-    executor.submit(job(1, f"{BENCH_SLEEP}0.5"))
+    executor.submit(job(0, HANG, timeout_s=1.0))
+    executor.submit(job(1, sleep_s=0.5))
     results = drain(executor)
     assert {n: [m.status for m in ms] for n, ms in results.items()} == {0: [Status.TIMEOUT], 1: [Status.OK]}
     assert "cancelled by force" in results[0][0].error
     assert time.monotonic() - started < 30
-    executor.submit(job(2, BENCH_NOOP))              # the cancelled worker was replaced
+    executor.submit(job(2))                          # the cancelled worker was replaced
     assert drain(executor)[2][0].ok
 
 
 def test_lost_node_mid_trial_is_a_crash(cluster: Cluster) -> None:
-    node = cluster.group.add_node("c", resources={platform_resource(PLAT_C): 1})
+    node = cluster.group.add_node(resources={platform_resource(PLAT_C): 1})
     cluster.group.wait_for_nodes(3)
-    executor = RayExecutor(workers=3, address=cluster.group.address)
-    for request in (job(0, f"{BENCH_SLEEP}120", PLAT_C), job(1, f"{BENCH_SLEEP}120", PLAT_C),
-                    job(2, BENCH_NOOP, PLAT_A)):
+    executor = stand_in_executor(workers=3, address=cluster.group.address)
+    for request in (job(0, platform=PLAT_C, sleep_s=120), job(1, platform=PLAT_C, sleep_s=120),
+                    job(2, platform=PLAT_A)):
         executor.submit(request)
     deadline = time.monotonic() + 60
-    while node.running_tasks(TASK_NAME_PREFIX) < 2:
+    while running_tasks(node, TASK_NAME_PREFIX) < 2:
         assert time.monotonic() < deadline, "the trials never started on node c"
         time.sleep(0.2)
-    node.kill_raylet()
+    node.kill_raylet()                                 # SIGKILL: a lost node
 
     results = drain(executor)
 
@@ -138,7 +138,7 @@ def test_lost_node_mid_trial_is_a_crash(cluster: Cluster) -> None:
         assert time.monotonic() < deadline, "the killed node still counts as alive"
         time.sleep(0.5)
     with pytest.raises(UsageError):                    # its platform left with its only node
-        RayExecutor(workers=1, address=cluster.group.address).submit(job(3, BENCH_NOOP, PLAT_C))
+        RayExecutor(workers=1, address=cluster.group.address).submit(job(3, platform=PLAT_C))
 
 
 def test_a_result_recorded_twice_is_stored_once(cluster: Cluster, tmp_path: Path) -> None:
@@ -146,8 +146,8 @@ def test_a_result_recorded_twice_is_stored_once(cluster: Cluster, tmp_path: Path
     from tuner.storage import Store, TrialRecord, upgrade
     from tuner.workload import GraphFingerprint, Workload
 
-    executor = RayExecutor(workers=2, address=cluster.group.address)
-    request = job(0, BENCH_NOOP)
+    executor = stand_in_executor(workers=2, address=cluster.group.address)
+    request = job(0)
     executor.submit(request)
     executor.submit(request)                           # as if re-sent after a crash before recording
     results = drain(executor)

@@ -1,7 +1,9 @@
 """One database for a team: the upsert race, a read-only role, and passwords that never leak.
 
 The race runs on SQLite and PostgreSQL; the role and password tests need real PostgreSQL
-roles, so they run on the server tests/conftest.py starts (marked `postgres`).
+roles, so they run on the server tests/conftest.py starts (marked `postgres`). The read-only
+role's commands run in this process (`tuner.cli.main`); the password test runs every command as
+its own process, so that nothing it prints on any channel (warnings included) escapes the check.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.sharing_data import best, digest, platform, seed, workload
-from helpers import MODELS, cli_env, run_cli
+from helpers import MODELS, cli_env, run_cli, run_main
 from tuner.errors import ReadOnlyDatabase
 from tuner.storage import Store, upgrade
 from tuner.storage.exchange import export_file
@@ -145,17 +147,16 @@ def test_read_only_role_looks_up_and_search_is_refused(team_db, tmp_path: Path) 
             store.save_best(best(W, P, ci_low=2.0))
     before = digest(owner_url)
 
-    done = run_cli("db", "ls", "--db", reader_url, cwd=tmp_path)
+    done = run_main("db", "ls", "--db", reader_url)
     assert done.returncode == 0 and "mlp" in done.stdout, done.stderr
     exchange = tmp_path / "x.json"
     with Store.open(owner_url) as store:
         export_file(store, exchange, user="u", host="h", tuner_version="0.1.0")
-    done = run_cli("db", "import", str(exchange), "--db", reader_url, cwd=tmp_path)
+    done = run_main("db", "import", str(exchange), "--db", reader_url)
     assert done.returncode == 1 and "can only read" in done.stderr, done.stderr
 
     started = time.monotonic()
-    done = run_cli("search", str(MODELS / "mlp_a.py"), "--trials", "2", "--db", reader_url,
-                   cwd=tmp_path, timeout=300)
+    done = run_main("search", str(MODELS / "mlp_a.py"), "--trials", "2", "--db", reader_url)
     assert done.returncode == 1, done.stdout + done.stderr
     error = done.stderr.strip().splitlines()[-1]
     assert error.startswith("error: ") and "can only read" in error, done.stderr

@@ -1,19 +1,11 @@
 """tuner: autotuner for torch.compile."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["__version__", "compile", "install"]
+from tuner.version import __version__
 
-# Installed (wheel or editable), `tuner.storage`, `tuner.workers` and `tuner.search_spaces`
-# resolve through setuptools' package-dir mapping. Imported straight from a source checkout
-# (a process whose sys.path starts at the repository root: `python -m tuner` there, or a Ray
-# worker started from there) the subpackages are sibling folders of this one, so look there too.
-_checkout = Path(__file__).resolve().parent.parent
-if not (Path(__file__).resolve().parent / "workers").is_dir() and (_checkout / "workers" / "__init__.py").is_file():
-    __path__.append(str(_checkout))  # type: ignore[name-defined]  # noqa: F821
+__all__ = ["__version__", "autotune", "compile", "install"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,4 +14,8 @@ def __getattr__(name: str) -> Any:
         from tuner import api
 
         return getattr(api, name)
+    if name == "autotune":   # Triton loads only when a kernel is decorated
+        from tuner.kernels import autotune
+
+        return autotune
     raise AttributeError(f"module 'tuner' has no attribute {name!r}")

@@ -18,7 +18,8 @@ says so once per process at INFO. `tuner.compile` (see `tuner.api`) applies it.
 
 Logging: one INFO line per graph on the `tuner.lookup` logger (hit or miss; silent by
 default, since Python's default level is WARNING). `TUNER_EXPLAIN=1` prints the full
-decision per graph to stderr, once per graph and platform.
+decision per graph to stderr, once per graph and platform: the backend asks
+`tuner.explanation` after the lookup decided, under the lookup's guard.
 """
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from tuner.decision import Decision, Tier, short
 from tuner.errors import UsageError
-from tuner.explanation import Explanation, print_explanation
-from tuner.lookup import Decision, Lookup, Tier, process_lookup, short
+from tuner.explanation import Explanation, explain_graph, print_explanation
+from tuner.lookup import GraphLookup, Lookup, process_lookup
 
 if TYPE_CHECKING:
     import torch.fx
@@ -76,16 +78,17 @@ class TunerBackend:
             _report(index, decision, note="frozen re-trace, decided from the first call")
         else:
             lookup = self.lookup
-            found = lookup.decide_graph(gm, example_inputs, index=index, explain=lookup.settings.explain)
+            found = lookup.decide_graph(gm, example_inputs, index=index)
             decision = found.decision
+            explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
             if self.freezing is not None and self.freezing.probe(decision):
-                _report(index, decision, found.explanation,
+                _report(index, decision, explanation,
                         note="runs uncompiled this once; compiled with freezing from the next call")
                 return gm.forward
             config = _without_untraced_freezing(decision)
             note = "" if config.freezing == decision.config.freezing else (
                 "freezing not applied: Dynamo decides it before a backend runs; tuner.compile(model) applies it")
-            _report(index, decision, found.explanation, note=note)
+            _report(index, decision, explanation, note=note)
         from tuner.compiler import make_backend
 
         return make_backend(config)(gm, example_inputs, mode=mode, options=options)
@@ -133,6 +136,15 @@ class FreezingPlan:
             return None
         n, self._frozen_seen = self._frozen_seen, self._frozen_seen + 1
         return self.decisions[n] if n < len(self.decisions) else None
+
+
+def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation | None:
+    """With TUNER_EXPLAIN: the explanation of graph `index` the first time this process meets
+    it on this platform, else None. Never raises (`Lookup.guarded`)."""
+    fingerprint, platform = found.fingerprint, found.decision.platform
+    if fingerprint is None or platform is None or not lookup.first_explanation(found.decision):
+        return None
+    return lookup.guarded("explain", index, lambda: explain_graph(lookup, fingerprint, platform))
 
 
 def _without_untraced_freezing(decision: Decision) -> "CompileConfig":

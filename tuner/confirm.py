@@ -1,20 +1,20 @@
 """Confirmation: re-measure the finalists against the default compile, interleaved and paired.
 
-The trial process (`run_confirmation`) compiles every variant, then runs rounds in
-which each variant is timed once, in shuffled order. The driver (`speedup`) takes
-the per-round ratio baseline/variant, so slow drifts of a noisy machine cancel,
-and reports the median ratio with a distribution-free interval.
+The trial process (`run_confirmation`) gets every variant ready through
+`tuner.measure.prepare`, as a trial does, then runs rounds in which each variant is
+timed once, in shuffled order. The driver (`speedup`) takes the per-round ratio
+baseline/variant, so slow drifts of a noisy machine cancel, and reports the median
+ratio with a distribution-free interval.
 """
 from __future__ import annotations
 
 import math
 import random
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from tuner.trial import Status
+from tuner.trial import MeasureSpec, Status
 
 EAGER = "eager"
 DEFAULT = "default"
@@ -22,25 +22,31 @@ DEFAULT = "default"
 
 @dataclass(frozen=True)
 class ConfirmRequest:
-    model_path: str
+    """The finalists to re-measure, with the search's MeasureSpec (its `timeout_s` covers the
+    whole confirmation run)."""
+
+    spec: MeasureSpec
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...] | None], ...]   # (label, params); None = eager
     rounds: int = 15
     samples_per_round: int = 3
-    seed: int = 0
-    threads: int | None = None
-    timeout_s: float = 900.0
-    platform_key: str | None = None      # Ray runs the confirmation on a node of this platform
+
+    @property
+    def timeout_s(self) -> float:
+        return self.spec.timeout_s
+
+    @property
+    def platform_key(self) -> str | None:
+        return self.spec.platform_key
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "variants": [[label, None if p is None else [list(kv) for kv in p]]
-                                             for label, p in self.variants]}
+        return {"spec": self.spec.to_json(), "rounds": self.rounds, "samples_per_round": self.samples_per_round,
+                "variants": [[label, None if p is None else [list(kv) for kv in p]] for label, p in self.variants]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ConfirmRequest":
-        fields = dict(data)
-        fields["variants"] = tuple((label, None if p is None else tuple((k, v) for k, v in p))
-                                   for label, p in fields["variants"])
-        return cls(**fields)
+        variants = tuple((label, None if p is None else tuple((k, v) for k, v in p)) for label, p in data["variants"])
+        return cls(spec=MeasureSpec.from_json(data["spec"]), variants=variants, rounds=data["rounds"],
+                   samples_per_round=data["samples_per_round"])
 
 
 @dataclass(frozen=True)
@@ -58,21 +64,41 @@ class VariantResult:
 
 @dataclass(frozen=True)
 class ConfirmResult:
+    """What a confirmation run measured: one VariantResult per variant, in the request's order."""
+
     variants: tuple[VariantResult, ...] = field(default=())
     error: str | None = None
+    threads: int | None = None        # torch's thread count in the confirmation process
 
     def get(self, label: str) -> VariantResult | None:
         return next((v for v in self.variants if v.label == label), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"error": self.error, "variants": [{**asdict(v), "status": v.status.value, "round_ms": list(v.round_ms)}
-                                                  for v in self.variants]}
+        return {"error": self.error, "threads": self.threads,
+                "variants": [{**asdict(v), "status": v.status.value, "round_ms": list(v.round_ms)}
+                             for v in self.variants]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ConfirmResult":
-        return cls(error=data.get("error"), variants=tuple(
+        return cls(error=data.get("error"), threads=data.get("threads"), variants=tuple(
             VariantResult(label=v["label"], status=Status(v["status"]), compile_s=v["compile_s"],
                           round_ms=tuple(v["round_ms"]), error=v["error"]) for v in data["variants"]))
+
+
+@dataclass(frozen=True)
+class ConfirmFailed:
+    """No confirmation result at all: the run passed its deadline (TIMEOUT), its process or Ray
+    task died (CRASHED), or the executor cannot confirm (RUNTIME_ERROR). `error` says why, headline first."""
+
+    status: Status
+    error: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status.value, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ConfirmFailed":
+        return cls(status=Status(data["status"]), error=data["error"])
 
 
 @dataclass(frozen=True)
@@ -113,63 +139,36 @@ def speedup(baseline: VariantResult, variant: VariantResult) -> Speedup | None:
 
 
 def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
-    """Trial-process side: compile each variant in a fresh model copy, then interleave rounds.
+    """Trial-process side: get each variant ready in a fresh model copy, then interleave rounds.
 
-    A variant that fails to compile, or whose output differs from eager, is reported
-    with its status and takes no part in the rounds.
+    Each variant goes through `tuner.measure.prepare`, as a trial does. One that fails to
+    compile, or whose output differs from eager, is reported with its status and takes no
+    part in the rounds.
     """
     import torch
 
-    from tuner.measure import calibrate, time_samples
-    from tuner.workers.lock import measure_lock
+    from tuner.measure import Rejected, Runner, apply_threads, calibrate, prepare, time_samples
+    from tuner.node_lock import measure_lock
 
-    if request.threads:
-        torch.set_num_threads(request.threads)
-    runners, results = _compile_variants(request)
-    ready = [label for label in runners if label not in results]
-    rng = random.Random(request.seed)
-    rounds: dict[str, list[float]] = {label: [] for label in ready}
-    with torch.no_grad(), measure_lock():
-        calls = {label: calibrate(runners[label][0], warmup=3, sync=runners[label][1]) for label in ready}
-        for _ in range(request.rounds):
-            for label in rng.sample(ready, len(ready)):
-                fn, sync, _ = runners[label]
-                samples = time_samples(fn, calls=calls[label], samples=request.samples_per_round, sync=sync)
-                rounds[label].append(statistics.median(samples))
-    for label in ready:
-        results[label] = VariantResult(label, Status.OK, compile_s=runners[label][2], round_ms=tuple(rounds[label]))
-    return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants))
-
-
-def _compile_variants(request: ConfirmRequest) -> tuple[dict[str, tuple], dict[str, VariantResult]]:
-    """Compile and verify each variant. Returns runners {label: (fn, sync, compile_s)} and failures."""
-    import torch
-
-    from tuner.compiler import compile_config, compile_model
-    from tuner.measure import classify_compile_failure, compare_outputs, device_sync, error_headline
-    from tuner.modelfile import flatten_outputs, load_model_file
-    from tuner.workers.lock import compile_lock
-
-    runners: dict[str, tuple] = {}
-    failures: dict[str, VariantResult] = {}
+    threads = apply_threads(request.spec)
+    runners: dict[str, Runner] = {}
+    results: dict[str, VariantResult] = {}
     for label, params in request.variants:
-        # A fresh load per variant: new module and class objects, so Dynamo caches never mix variants.
-        loaded = load_model_file(request.model_path, seed=request.seed)
-        with torch.no_grad():
-            reference = [t.clone() for t in flatten_outputs(loaded.call())]
-            model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
-            start = time.perf_counter()
-            try:
-                with compile_lock():
-                    out = flatten_outputs(loaded.call(model))
-            except Exception as exc:  # a failing finalist is a value, not a dead confirmation
-                failures[label] = VariantResult(label, classify_compile_failure(exc), error=error_headline(exc))
-                continue
-            compile_s = time.perf_counter() - start
-        mismatch = compare_outputs(reference, out)
-        if mismatch:
-            failures[label] = VariantResult(label, Status.WRONG_RESULT, error=mismatch)
-            continue
-        runners[label] = (lambda ld=loaded, m=model: ld.call(m), device_sync(loaded.device),
-                          None if params is None else compile_s)
-    return runners, failures
+        runner = prepare(request.spec, params)
+        if isinstance(runner, Rejected):
+            results[label] = VariantResult(label, runner.status, error=runner.headline)
+        else:
+            runners[label] = runner
+    rng = random.Random(request.spec.seed)
+    rounds: dict[str, list[float]] = {label: [] for label in runners}
+    with torch.no_grad(), measure_lock():
+        calls = {label: calibrate(r.call, warmup=3, sync=r.sync) for label, r in runners.items()}
+        for _ in range(request.rounds):
+            for label in rng.sample(list(runners), len(runners)):
+                runner = runners[label]
+                samples = time_samples(runner.call, calls=calls[label], samples=request.samples_per_round,
+                                       sync=runner.sync)
+                rounds[label].append(statistics.median(samples))
+    for label, runner in runners.items():
+        results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
+    return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)

@@ -1,21 +1,36 @@
 """Explanations: for one graph, the lookup decision plus the nearest stored keys.
 
-Used by `tuner explain` and by `TUNER_EXPLAIN=1` inside the backend. Reads only.
+Used by `tuner explain` and by `TUNER_EXPLAIN=1` inside the backend (which calls
+`explain_graph` after the lookup decided). Reads only. The decisions come from a
+`DecisionSource`: `tuner.lookup.Lookup`, which this module does not import.
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from tuner.decision import Decision, Tier, short
 from tuner.errors import StorageError
-from tuner.lookup import Decision, Lookup, Tier, short
 
 if TYPE_CHECKING:
     from tuner.compiler import CompileConfig
-    from tuner.platform import Platform
+    from tuner.keys import GraphFingerprint, Platform
     from tuner.storage import Store
-    from tuner.workload import GraphFingerprint
+
+
+class DecisionSource(Protocol):
+    """What an explanation reads: decisions, and the store behind them (`tuner.lookup.Lookup`)."""
+
+    @property
+    def unusable(self) -> str | None:
+        """Why the database cannot be used in this process, or None."""
+
+    def decide(self, graph_key: str, platform: "Platform") -> Decision:
+        """The decision for one graph key on one platform; never raises."""
+
+    def store(self) -> "Store":
+        """The read-only store; raises StorageError when it cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +42,7 @@ class Explanation:
     nearest: tuple[str, ...] = field(default=())    # lines naming the nearest stored keys
 
 
-def explain_graph(lookup: Lookup, fingerprint: "GraphFingerprint", platform: "Platform", *,
+def explain_graph(lookup: DecisionSource, fingerprint: "GraphFingerprint", platform: "Platform", *,
                   workload_name: str | None = None) -> Explanation:
     """The decision for one graph plus, on anything but an exact hit, the nearest stored keys.
 

@@ -1,22 +1,16 @@
 """Compile-time lookup: which stored config applies to one Dynamo graph on this machine.
 
 Called by the `tuner` backend (`tuner.backend`) once per graph Dynamo hands it, and by
-`tuner explain`. Two tiers, in order:
-
-1. **exact**: a config stored for this graph key on exactly this platform key;
-2. **same-hardware**: a config stored for this graph key on a platform with the same
-   hardware key but other software (torch, triton, CUDA, Python, tuner versions), used
-   only after `compiler.compile_config` re-validates every knob name and value type
-   against the allow-list and the installed torch. The same torch version is tried
-   first, then the newest config.
-
-Anything else is a miss: Inductor's defaults, one INFO line per graph on the
-`tuner.lookup` logger, and no warning (a miss is not an error).
+`tuner explain`. The tier rules (exact, then same-hardware, else a miss) are the pure
+function `tuner.decision.decide_tier`; this module feeds it the rows the store returns and
+guards it. A miss is Inductor's defaults, one INFO line per graph on the `tuner.lookup`
+logger, and no warning (a miss is not an error).
 
 Never breaking the program: the guard is `Lookup` (`decide` for the database and the stored
-configs, `decide_graph` for the fingerprint, the platform and explanations). When the database is
-missing, unreachable, locked (past `Settings.lookup_timeout_s`), corrupt, on another
-schema revision, or holds a config that does not validate, the decision is Inductor's
+configs, `decide_graph` for the fingerprint and the platform, `guarded` for the backend's
+explanations). When the database is missing, unreachable, locked (past
+`Settings.lookup_timeout_s`), corrupt, on another schema revision, or holds a config that
+does not validate, the decision is Inductor's
 defaults and a single `LookupWarning` is issued through `warnings.warn` for the whole
 process (later problems go to the `tuner.lookup` logger at INFO). A database that failed
 once is not opened again in this process, so every later graph answers at once.
@@ -27,24 +21,26 @@ sessions), never created, never migrated. Decisions are cached per process by
 """
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
+from tuner.decision import Decision, StoredElsewhere, Tier, decide_tier, short
 from tuner.errors import SpaceError, StorageError
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
     import torch.fx
 
-    from tuner.compiler import CompileConfig
-    from tuner.platform import Platform
-    from tuner.storage import BestConfig, Store
-    from tuner.explanation import Explanation
-    from tuner.workload import GraphFingerprint
+    from tuner.keys import GraphFingerprint, Platform
+    from tuner.storage import Store
+
+__all__ = ["Decision", "GraphLookup", "Lookup", "LookupWarning", "StoredElsewhere", "Tier", "decide_tier",
+           "platform_for_inputs", "process_lookup", "reset_process_lookup", "short"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("tuner.lookup")
 
@@ -53,53 +49,13 @@ class LookupWarning(UserWarning):
     """The tuning database, or a config stored in it, could not be used; defaults were."""
 
 
-class Tier(str, enum.Enum):
-    EXACT = "exact"                    # this graph on this platform
-    SAME_HARDWARE = "same-hardware"    # this graph on this hardware, other software versions
-    MISS = "miss"                      # nothing stored that applies
-    UNAVAILABLE = "unavailable"        # the database or the stored config could not be used
-
-
-@dataclass(frozen=True)
-class StoredElsewhere:
-    """A config stored for the same graph on another platform, and why it was not used."""
-
-    platform: "Platform"
-    best: "BestConfig"
-    why_not: str                       # one line, e.g. "other hardware: AMD EPYC ... (cpu)"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to compile one graph with, and why.
-
-    `config` is `CompileConfig()` (Inductor's defaults) unless a stored config applies.
-    A hit whose stored verdict is "defaults won" has tier EXACT/SAME_HARDWARE and a default
-    `config`. `source` is the platform the applied config was measured on.
-    """
-
-    graph_key: str
-    platform: "Platform | None"        # None only when the platform itself could not be read
-    tier: Tier
-    config: "CompileConfig"
-    reason: str                        # one line for logs and `tuner explain`
-    best: "BestConfig | None" = None
-    source: "Platform | None" = None
-    elsewhere: tuple[StoredElsewhere, ...] = ()
-
-    @property
-    def hit(self) -> bool:
-        return self.tier in (Tier.EXACT, Tier.SAME_HARDWARE)
-
-
 @dataclass(frozen=True)
 class GraphLookup:
     """What the backend learns about one graph: its fingerprint (None only when fingerprinting
-    failed), the decision, and with TUNER_EXPLAIN the explanation to print (first time only)."""
+    failed) and the decision."""
 
     fingerprint: "GraphFingerprint | None"
     decision: Decision
-    explanation: "Explanation | None" = None
 
 
 def platform_for_inputs(example_inputs: Sequence[Any]) -> "Platform":
@@ -119,10 +75,6 @@ def platform_for_inputs(example_inputs: Sequence[Any]) -> "Platform":
             device = f"{dev.type}:{dev.index}" if dev.index is not None else dev.type
             break
     return current_platform(device)
-
-
-def short(key: str) -> str:
-    return key[:12]
 
 
 class Lookup:
@@ -145,42 +97,46 @@ class Lookup:
 
     # -- the guard -------------------------------------------------------------
     def decide_graph(self, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any], *,
-                     index: int = 0, explain: bool = False) -> "GraphLookup":
+                     index: int = 0) -> "GraphLookup":
         """Fingerprint one Dynamo graph and decide its config. Never raises.
 
         Called from inside the backend, while Dynamo compiles. Expected failures (storage,
         invalid stored config) and unexpected ones (a bug in tuner) both end as Inductor's
-        defaults with one warning per process. With `explain`, the result also carries the
-        explanation the first time this process meets the graph on this platform.
+        defaults with one warning per process.
         """
         from tuner.compiler import CompileConfig
-        from tuner.explanation import explain_graph
         from tuner.workload import fingerprint_graph
 
         fingerprint: GraphFingerprint | None = None
-        decision: Decision | None = None
-        explanation: Explanation | None = None
         try:
             fingerprint = fingerprint_graph(gm, list(example_inputs), index=index)
             platform = platform_for_inputs(example_inputs)
             decision = self.decide(fingerprint.key, platform)          # guarded for the database
-            if explain and self._first_explanation(decision):
-                explanation = explain_graph(self, fingerprint, platform)
         except Exception as exc:  # noqa: BLE001 - the one guard: a bug must not break the user's program
-            log.debug("tuner lookup failed", exc_info=True)
-            what = "explain" if decision is not None else "fingerprint"
-            consequence = "compiling it with Inductor's defaults. " if decision is None else ""
-            self.warn_once(f"tuner: could not {what} graph {index} ({type(exc).__name__}: {exc}); "
-                           f"{consequence}This is a bug in tuner: please report it (the traceback is logged "
-                           f"at DEBUG on the tuner.lookup logger)")
-            if decision is None:
-                decision = Decision(graph_key=fingerprint.key if fingerprint is not None else "", platform=None,
-                                    tier=Tier.UNAVAILABLE, config=CompileConfig(),
-                                    reason=f"{what} failed: {type(exc).__name__}: {exc}")
-        return GraphLookup(fingerprint=fingerprint, decision=decision, explanation=explanation)
+            self._bug("fingerprint", index, exc, consequence="compiling it with Inductor's defaults. ")
+            decision = Decision(graph_key=fingerprint.key if fingerprint is not None else "", platform=None,
+                                tier=Tier.UNAVAILABLE, config=CompileConfig(),
+                                reason=f"fingerprint failed: {type(exc).__name__}: {exc}")
+        return GraphLookup(fingerprint=fingerprint, decision=decision)
 
-    def _first_explanation(self, decision: Decision) -> bool:
-        """True once per (graph, platform): TUNER_EXPLAIN prints each graph once per process."""
+    def guarded(self, what: str, index: int, call: Callable[[], T]) -> T | None:
+        """`call()`, or None when it raises: the backend's extras for graph `index` (what
+        TUNER_EXPLAIN prints) must not break the user's program either. A failure is a bug
+        in tuner, reported like one in `decide_graph` ("could not {what} graph {index}")."""
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 - the one guard: a bug must not break the user's program
+            self._bug(what, index, exc)
+            return None
+
+    def _bug(self, what: str, index: int, exc: Exception, *, consequence: str = "") -> None:
+        log.debug("tuner lookup failed", exc_info=exc)
+        self.warn_once(f"tuner: could not {what} graph {index} ({type(exc).__name__}: {exc}); "
+                       f"{consequence}This is a bug in tuner: please report it (the traceback is logged "
+                       f"at DEBUG on the tuner.lookup logger)")
+
+    def first_explanation(self, decision: Decision) -> bool:
+        """True once per (graph, platform) and lookup: TUNER_EXPLAIN prints each graph once per process."""
         if decision.platform is None:
             return False
         key = (decision.graph_key, decision.platform.key)
@@ -192,7 +148,7 @@ class Lookup:
     def decide(self, graph_key: str, platform: "Platform") -> Decision:
         """The decision for `graph_key` on `platform`; cached; never raises.
 
-        See the module docstring for the tiers and the fault handling.
+        See `tuner.decision` for the tiers and the module docstring for the fault handling.
         """
         cache_key = (graph_key, platform.key)
         with self._lock:
@@ -232,53 +188,9 @@ class Lookup:
     # -- the tiers -------------------------------------------------------------
     def _decide(self, graph_key: str, platform: "Platform") -> Decision:
         """Raises StorageError (database) or SpaceError (an exact-tier config that does not validate)."""
-        from tuner.compiler import CompileConfig, compile_config
-
         if self._unusable is not None:
             return self._unavailable(graph_key, platform, f"database unusable: {self._unusable}")
-        stored = self.store().best_configs_for_graph(graph_key)
-        exact = [(b, p) for b, p in stored if p.key == platform.key]
-        if exact:
-            best, source = exact[0]
-            config = CompileConfig() if best.is_default else compile_config(dict(best.params))
-            others = tuple(StoredElsewhere(p, b, self._why_not(p, platform))
-                           for b, p in stored if p.key != platform.key)
-            return Decision(graph_key=graph_key, platform=platform, tier=Tier.EXACT, config=config,
-                            reason=f"tuned for this graph on this platform ({_label(best)})",
-                            best=best, source=source, elsewhere=others)
-
-        same_hw = [(b, p) for b, p in stored if p.hardware_key == platform.hardware_key]
-        mine = dict(platform.software)
-        same_hw.sort(key=lambda bp: (dict(bp[1].software).get("torch") != mine.get("torch"),
-                                     -_timestamp(bp[0])))
-        rejected: dict[int, str] = {}
-        for best, source in same_hw:
-            try:
-                config = CompileConfig() if best.is_default else compile_config(dict(best.params))
-            except SpaceError as exc:
-                rejected[id(best)] = f"same hardware, {_software_diff(source, platform)}; rejected: {exc}"
-                continue
-            others = tuple(StoredElsewhere(p, b, rejected.get(id(b)) or self._why_not(p, platform))
-                           for b, p in stored if b is not best)
-            return Decision(graph_key=graph_key, platform=platform, tier=Tier.SAME_HARDWARE, config=config,
-                            reason=(f"tuned for this graph on this hardware under "
-                                    f"{_software_diff(source, platform)}; knobs re-validated against "
-                                    f"this torch ({_label(best)})"),
-                            best=best, source=source, elsewhere=others)
-        elsewhere = tuple(StoredElsewhere(p, b, rejected.get(id(b)) or self._why_not(p, platform))
-                          for b, p in stored)
-        if not stored:
-            reason = "no config is stored for this graph on any platform"
-        else:
-            reason = f"this graph is tuned on {len(stored)} other platform(s), none usable here"
-        return Decision(graph_key=graph_key, platform=platform, tier=Tier.MISS, config=CompileConfig(),
-                        reason=reason, elsewhere=elsewhere)
-
-    @staticmethod
-    def _why_not(source: "Platform", platform: "Platform") -> str:
-        if source.hardware_key != platform.hardware_key:
-            return f"other hardware: {_hardware_diff(source, platform)}"
-        return f"same hardware, {_software_diff(source, platform)}; another stored config was preferred"
+        return decide_tier(graph_key, platform, self.store().best_configs_for_graph(graph_key))
 
     def _unavailable(self, graph_key: str, platform: "Platform", reason: str) -> Decision:
         from tuner.compiler import CompileConfig
@@ -318,33 +230,6 @@ class Lookup:
                 self._close_store()
                 self._unusable = None
                 self._warned = False
-
-
-def _label(best: "BestConfig") -> str:
-    if best.is_default:
-        return "Inductor's defaults won"
-    knobs = ", ".join(f"{k}={v}" for k, v in sorted(best.params.items()))
-    return f"{knobs}; speedup {best.speedup:.3f}x [{best.ci_low:.3f}, {best.ci_high:.3f}]"
-
-
-def _timestamp(best: "BestConfig") -> float:
-    return best.created_at.timestamp() if best.created_at is not None else 0.0
-
-
-def _hardware_diff(other: "Platform", mine: "Platform") -> str:
-    """What differs in hardware, e.g. "threads 4 here, 2 there"."""
-    a, b = dict(mine.hardware), dict(other.hardware)
-    diffs = [f"{k} {a.get(k, '-')!s} here, {b.get(k, '-')!s} there" for k in sorted(set(a) | set(b))
-             if a.get(k) != b.get(k)]
-    if other.device != mine.device:
-        diffs.insert(0, f"device {mine.device} here, {other.device} there")
-    return "; ".join(diffs) or "same hardware fields, other hardware key"
-
-
-def _software_diff(other: "Platform", mine: "Platform") -> str:
-    a, b = dict(mine.software), dict(other.software)
-    diffs = [f"{k} {b.get(k, '-')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-    return "other software (" + ", ".join(diffs) + ")" if diffs else "other software"
 
 
 # -- the process-wide lookup ---------------------------------------------------------

@@ -1,8 +1,12 @@
 """Measurement inside one trial process: compile, verify against eager, time.
 
-`run_trial` is the measurement boundary: the one place that catches broadly and
-turns any exception into a `Measurement` with a status. Everything it times runs on
-the model's real inputs (never zeros), after warm-up, under the node's measure lock.
+`prepare` is the one measurement core: trials (`run_trial`) and the confirmation
+(`tuner.confirm.run_confirmation`) both load, compile, verify and get ready to time
+through it. `run_trial` is the measurement boundary: the one place that catches broadly
+and turns any exception into a `Measurement` with a status (`prepare` turns a config's
+failing first call into a `Rejected` value; running out of memory is CRASHED, see `failure`).
+Everything timed runs on the model's real inputs (never zeros), after warm-up, under the
+node's measure lock (`tuner.node_lock`).
 """
 from __future__ import annotations
 
@@ -14,11 +18,12 @@ import socket
 import statistics
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
-from tuner.trial import Measurement, Status, TrialRequest
+from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
 
 # (rtol, atol) by dtype. Inductor reorders reductions and fuses, so fp32 gets more
 # room than torch.testing's defaults; low precision gets its usual tolerance.
@@ -48,8 +53,13 @@ def error_headline(exc: BaseException) -> str:
 def compare_outputs(reference: list[torch.Tensor], got: list[torch.Tensor]) -> str | None:
     """None when `got` matches `reference` within its dtype's tolerance, else why not.
 
-    NaN or Inf where the reference is finite is a mismatch.
+    Never passes vacuously: a reference with no tensor, or with NaN (which would match any
+    NaN), is a mismatch; the driver refuses such model files before any trial
+    (`tuner.modelfile.eager_reference`). NaN or Inf where the reference is finite is a
+    mismatch, and where the reference is ±Inf the output must hold the same Inf.
     """
+    if not reference:
+        return "eager output holds no tensor, so there is nothing to compare"
     if len(reference) != len(got):
         return f"output has {len(got)} tensors, eager has {len(reference)}"
     for i, (ref, out) in enumerate(zip(reference, got)):
@@ -60,13 +70,27 @@ def compare_outputs(reference: list[torch.Tensor], got: list[torch.Tensor]) -> s
             if not torch.equal(ref, out):
                 return f"output {i}: integer values differ from eager"
             continue
-        bad = ~torch.isfinite(out) & torch.isfinite(ref)
-        if bool(bad.any()):
-            return f"output {i}: {int(bad.sum())} NaN/Inf values where eager is finite"
-        rtol, atol = TOLERANCES.get(ref.dtype, (1e-4, 1e-4))
-        if not torch.allclose(out, ref, rtol=rtol, atol=atol, equal_nan=True):
-            err = float((out.double() - ref.double()).abs().max())
-            return f"output {i}: max abs error {err:.3g} exceeds {ref.dtype} tolerance (rtol={rtol}, atol={atol})"
+        mismatch = _compare_floats(ref, out)
+        if mismatch:
+            return f"output {i}: {mismatch}"
+    return None
+
+
+def _compare_floats(ref: torch.Tensor, out: torch.Tensor) -> str | None:
+    if bool(torch.isnan(ref).any()):
+        return f"eager holds {int(torch.isnan(ref).sum())} NaN values, so nothing can match it"
+    bad = ~torch.isfinite(out) & torch.isfinite(ref)
+    if bool(bad.any()):
+        return f"{int(bad.sum())} NaN/Inf values where eager is finite"
+    inf = torch.isinf(ref)
+    wrong_inf = int((out[inf] != ref[inf]).sum())     # NaN, a finite value or the other sign
+    if wrong_inf:
+        return f"{wrong_inf} values differ from eager's ±Inf (an Inf must keep its position and sign)"
+    ref, out = ref[~inf], out[~inf]
+    rtol, atol = TOLERANCES.get(ref.dtype, (1e-4, 1e-4))
+    if not torch.allclose(out, ref, rtol=rtol, atol=atol):
+        err = float((out.double() - ref.double()).abs().max())
+        return f"max abs error {err:.3g} exceeds {ref.dtype} tolerance (rtol={rtol}, atol={atol})"
     return None
 
 
@@ -125,6 +149,104 @@ def classify_compile_failure(exc: BaseException) -> Status:
     return Status.RUNTIME_ERROR
 
 
+# What torch, Python and the C++ runtime say when an allocation fails (CPU, CUDA, errno 12).
+OUT_OF_MEMORY_TEXT = ("can't allocate memory", "out of memory", "std::bad_alloc", "Cannot allocate memory")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from (Dynamo and Inductor wrap), is an allocation failure."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MemoryError) or any(text in str(current) for text in OUT_OF_MEMORY_TEXT):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def failure(exc: BaseException, spec: MeasureSpec, status: Status) -> tuple[Status, str]:
+    """How a failed trial is recorded: `status` with the exception's headline, then the traceback.
+
+    Running out of memory is CRASHED instead, headlined "out of memory (the trial exceeded
+    --memory-limit N)" when the spec's cap is in force in this process, else "out of memory".
+    """
+    from tuner.memory_limit import exceeded, limit_in_force
+
+    trace = traceback.format_exc()
+    if out_of_memory(exc):
+        capped = spec.memory_limit_mb is not None and limit_in_force()
+        headline = exceeded(spec.memory_limit_mb) if capped else "out of memory"
+        return Status.CRASHED, f"{headline}: {error_headline(exc)}\n{trace}"
+    return status, f"{error_headline(exc)}\n{trace}"
+
+
+def apply_threads(spec: MeasureSpec) -> int:
+    """Fix torch's thread count as `spec` says (None: torch's default); the count measured with."""
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    return torch.get_num_threads()
+
+
+@dataclass(frozen=True, eq=False)
+class Runner:
+    """A model file's model, compiled as asked and verified against eager: ready to time.
+
+    `call` runs it once on the file's inputs, `sync` waits for its device, `compile_s` is its
+    first call (tracing, compiling and one run; None for eager).
+    """
+
+    call: Callable[[], Any]
+    sync: Callable[[], None]
+    device: str
+    compile_s: float | None
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A config that cannot be timed: its first call failed (COMPILE_ERROR or RUNTIME_ERROR, CRASHED
+    when it ran out of memory; `message` is the headline, then the traceback) or its output differs
+    from eager (WRONG_RESULT)."""
+
+    status: Status
+    message: str
+
+    @property
+    def headline(self) -> str:
+        return self.message.partition("\n")[0]
+
+
+def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Runner | Rejected:
+    """The one way a trial and the confirmation get a config ready to time.
+
+    Loads `spec.model_path` afresh (seeded with `spec.seed`: new module and class objects, so
+    Dynamo caches never mix configs), takes its eager output as the reference, compiles
+    `params` (None: eager, not compiled), makes the first call under the node's compile lock
+    and compares its output with the reference. A failing first call or a mismatch is a
+    `Rejected`; a broken model file or unknown knobs raise (the caller's boundary records them).
+    """
+    from tuner.compiler import compile_config, compile_model
+    from tuner.modelfile import flatten_outputs, load_model_file
+    from tuner.node_lock import compile_lock
+
+    loaded = load_model_file(spec.model_path, seed=spec.seed)
+    with torch.no_grad():
+        reference = [t.clone() for t in flatten_outputs(loaded.call())]
+        model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
+        start = time.perf_counter()
+        try:
+            with compile_lock():
+                first = flatten_outputs(loaded.call(model))
+        except Exception as exc:  # a config that fails is a value, as the module docstring says
+            return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
+        compile_s = time.perf_counter() - start
+    mismatch = compare_outputs(reference, first)
+    if mismatch:
+        return Rejected(Status.WRONG_RESULT, mismatch)
+    return Runner(call=lambda: loaded.call(model), sync=device_sync(loaded.device), device=loaded.device,
+                  compile_s=None if params is None else compile_s)
+
+
 def run_trial(request: TrialRequest) -> Measurement:
     """Compile the request's candidate, verify it against eager, and time it.
 
@@ -133,61 +255,21 @@ def run_trial(request: TrialRequest) -> Measurement:
     worker = worker_name()
     try:
         return _measure(request, worker)
-    except _Failed as failed:
-        return Measurement.failed(failed.status, failed.message, worker)
     except Exception as exc:  # the measurement boundary: a bug in the trial is still a value
-        return Measurement.failed(Status.RUNTIME_ERROR, f"{error_headline(exc)}\n{traceback.format_exc()}", worker)
-
-
-class _Failed(Exception):
-    def __init__(self, status: Status, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
+        return Measurement.failed(*failure(exc, request.spec, Status.RUNTIME_ERROR), worker)
 
 
 def _measure(request: TrialRequest, worker: str) -> Measurement:
-    from tuner.compiler import compile_config, compile_model
-    from tuner.modelfile import flatten_outputs, load_model_file
-    from tuner.workers.lock import compile_lock, measure_lock
+    from tuner.node_lock import measure_lock
 
-    if request.threads:
-        torch.set_num_threads(request.threads)
-    loaded = load_model_file(request.model_path, seed=request.seed)
-    with torch.no_grad():
-        reference = [t.clone() for t in flatten_outputs(loaded.call())]
-        config = compile_config(dict(request.params))
-        compiled = compile_model(loaded.model, config)
-        start = time.perf_counter()
-        try:
-            _inject_fault(request.fault)
-            with compile_lock():
-                first = loaded.call(compiled)
-        except Exception as exc:
-            raise _Failed(classify_compile_failure(exc), f"{error_headline(exc)}\n{traceback.format_exc()}")
-        compile_s = time.perf_counter() - start
-        got = flatten_outputs(first)
-        if request.fault == "nan":
-            got = [torch.full_like(t, float("nan")) if t.is_floating_point() else t for t in got]
-        mismatch = compare_outputs(reference, got)
-        if mismatch:
-            raise _Failed(Status.WRONG_RESULT, mismatch)
-        sync = device_sync(loaded.device)
-        fn = lambda: loaded.call(compiled)  # noqa: E731
-        with measure_lock():
-            calls = calibrate(fn, warmup=request.warmup, sync=sync)
-            samples = time_samples(fn, calls=calls, samples=request.repeat, sync=sync)
+    spec = request.spec
+    threads = apply_threads(spec)
+    runner = prepare(spec, request.params)
+    if isinstance(runner, Rejected):
+        return Measurement.failed(runner.status, runner.message, worker)
+    with torch.no_grad(), measure_lock():
+        calls = calibrate(runner.call, warmup=spec.warmup, sync=runner.sync)
+        samples = time_samples(runner.call, calls=calls, samples=spec.repeat, sync=runner.sync)
     median, spread = median_and_iqr(samples)
-    return Measurement(status=Status.OK, latency_ms=median, spread_ms=spread, compile_s=compile_s,
-                       peak_mem_mb=peak_memory_mb(loaded.device), reps=len(samples), worker=worker)
-
-
-def _inject_fault(fault: str | None) -> None:
-    """Test-only fault hook (TUNER_TEST_FAULTS): make this trial crash, hang or raise."""
-    if fault == "abort":
-        os.abort()
-    if fault == "exit":
-        os._exit(3)
-    if fault == "hang":
-        time.sleep(10_000)
-    if fault == "raise":
-        raise RuntimeError("injected fault (TUNER_TEST_FAULTS)")
+    return Measurement(status=Status.OK, latency_ms=median, spread_ms=spread, compile_s=runner.compile_s,
+                       peak_mem_mb=peak_memory_mb(runner.device), reps=len(samples), worker=worker, threads=threads)

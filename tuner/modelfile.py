@@ -97,11 +97,34 @@ def load_model_file(path: str | Path, *, seed: int = 0) -> LoadedModel:
 
 
 def eager_reference(loaded: LoadedModel) -> Any:
-    """Run the model once in eager mode under `torch.no_grad()` and return its output.
+    """Run the model twice in eager mode under `torch.no_grad()` and return the first output.
 
     Called before any compile, so that a broken model is reported as the user's mistake
-    and not as a failed trial.
+    and not as a failed trial. It is also the correctness gate's precondition: each trial
+    compares its compiled output with eager, which proves nothing when eager's output holds
+    no tensor, holds NaN, or changes between two calls on the same inputs (dropout left on,
+    random ops). Each of those raises ModelFileError with one line that names the fix.
     """
+    first = _run_eager(loaded)
+    tensors = flatten_outputs(first)
+    if not tensors:
+        raise ModelFileError(
+            f"the output of model {loaded.path} holds no tensor (it is {_describe(first)}), so compiled "
+            f"results cannot be checked against eager; return the output tensor(s) from forward()"
+        )
+    _refuse_nan(loaded.path, tensors)
+    reference = [t.detach().clone() for t in tensors]   # a model may return a buffer it updates in place
+    difference = _first_difference(reference, flatten_outputs(_run_eager(loaded)))
+    if difference:
+        raise ModelFileError(
+            f"model {loaded.path} gives different outputs on two eager runs with the same inputs ({difference}), "
+            f"so every compiled result would look wrong; make forward() deterministic: return the model in "
+            f"eval mode (`return MyModel().eval()` turns dropout off) and seed or remove random ops"
+        )
+    return first
+
+
+def _run_eager(loaded: LoadedModel) -> Any:
     import torch
 
     try:
@@ -112,6 +135,49 @@ def eager_reference(loaded: LoadedModel) -> Any:
             f"model {loaded.path} fails in eager mode: {exception_line(exc)}; "
             f"fix the model so that get_model()(*get_inputs()) runs"
         ) from exc
+
+
+def _refuse_nan(path: Path, tensors: list["torch.Tensor"]) -> None:
+    """NaN in eager matches any compiled NaN, so such a reference proves nothing (±Inf is kept:
+    a candidate must reproduce it exactly, see tuner.measure.compare_outputs)."""
+    import torch
+
+    for i, t in enumerate(tensors):
+        if t.is_floating_point() or t.is_complex():
+            nan = int(torch.isnan(t.detach()).sum())
+            if nan:
+                raise ModelFileError(
+                    f"the eager output of model {path} holds NaN (output {i}: {nan} of {t.numel()} values), so "
+                    f"compiled results cannot be checked against it; fix the model or get_inputs() so that "
+                    f"eager gives no NaN"
+                )
+
+
+# Two eager runs may differ by a few rounding steps where reductions are nondeterministic
+# (atomics on GPUs); dropout or a random op differs by far more.
+_REPEAT_EPS = 16
+
+
+def _first_difference(first: list["torch.Tensor"], second: list["torch.Tensor"]) -> str | None:
+    """None when two eager outputs agree (exactly, or within a few eps for floats), else where not."""
+    import torch
+
+    if len(first) != len(second):
+        return f"{len(first)} tensors, then {len(second)}"
+    for i, (a, b) in enumerate(zip(first, second)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"output {i}: {tuple(a.shape)} {a.dtype}, then {tuple(b.shape)} {b.dtype}"
+        a, b = a.detach().cpu(), b.detach().cpu()
+        if torch.equal(a, b):
+            continue
+        if a.is_floating_point():
+            tol = _REPEAT_EPS * torch.finfo(a.dtype).eps
+            differ = int((~torch.isclose(b, a, rtol=tol, atol=tol)).sum())
+        else:
+            differ = int((a != b).sum())
+        if differ:
+            return f"output {i}: {differ} of {a.numel()} values differ"
+    return None
 
 
 def flatten_outputs(out: Any) -> list["torch.Tensor"]:

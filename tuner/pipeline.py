@@ -1,33 +1,132 @@
-"""The whole `tuner search`: validate the model file, search, confirm, store the verdict.
+"""The whole `tuner search`, for the CLI and for Python: `run_search`.
 
-Nothing is written before the model file has loaded and run in eager mode.
+    from tuner.pipeline import Execution, MeasureSpec, SearchOptions, run_search
+    results = run_search(SearchOptions(MeasureSpec("model.py"), trials=20), execution=Execution("local"))
+
+Nothing is written before the model file has loaded and run in eager mode. Then the store
+is opened (a new database gets the current schema; a read-only one is refused before any
+trial), the executor is built, and each platform is searched, confirmed and stored in turn.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Protocol
 
-from tuner.confirm import ConfirmResult
-from tuner.errors import TunerError
-from tuner.search import Driver, SearchJob, SearchOutcome, Target, open_study
+from tuner.confirm import ConfirmFailed
+from tuner.errors import TunerError, UsageError
+from tuner.platform import Platform
+from tuner.search import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
+from tuner.settings import Settings
 from tuner.storage import Store
-from tuner.storage.records import TrialRecord
+from tuner.storage.records import StudyInfo, TrialRecord
+from tuner.trial import MeasureSpec
 from tuner.verdict import Verdict, best_configs, confirmation_request, decide, pick_finalists
-from tuner.workers.executor import Executor
+from tuner.workers.executor import Executor, get_executor
+
+__all__ = ["Execution", "MeasureSpec", "SearchEvents", "SearchInterrupted", "SearchOptions", "SearchResult",
+           "Target", "open_for_search", "pick_platforms", "prepare_target", "run_search", "tune"]
 
 
 @dataclass(frozen=True)
-class TuneResult:
+class Execution:
+    """Where the trials run: `executor` "ray" (a local cluster started for the search, or the
+    one at `address`) or "local" (plain processes on this machine), `workers` trials in
+    flight at once, and `platform`: a platform key some Ray node advertises, "all" of the
+    cluster's, or None for this machine's. `get_executor` checks the names and counts."""
+
+    executor: str = "ray"
+    workers: int = 1
+    address: str | None = None
+    platform: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.executor == "local" and (self.address or self.platform):
+            raise UsageError("--address and --platform need Ray; drop --executor local")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One platform's search: what was tuned, its trials, and the confirmed verdict."""
+
+    target: Target
     outcome: SearchOutcome
-    verdict: Verdict | None       # None when no trial ran correctly
-    stored: bool
+    verdict: Verdict | None       # None when no trial ran correctly (nothing was stored)
+    stored: bool                  # whether a best config replaced what the store held
+
+
+class SearchEvents(Protocol):
+    """What a caller of `run_search` hears while it runs (the CLI draws its progress line and
+    tables from it). Implement it, or subclass it and override what you need: the methods
+    here do nothing.
+
+    Order: `prepared` once; then for each platform `starting`, `searching`, `trial_done`
+    per recorded trial, and `finished` once its verdict is stored.
+    """
+
+    def prepared(self, target: Target) -> None:
+        """The model file loaded and ran in eager mode; its graphs and space are known."""
+
+    def starting(self, target: Target, *, database: str) -> None:
+        """The search for `target.platform` begins; `database` is the store's safe URL."""
+
+    def searching(self, study: StudyInfo, *, done: int) -> None:
+        """Its study is open; `done` of its trials are already stored (a resumed study)."""
+
+    def trial_done(self, record: TrialRecord) -> None:
+        """One trial was measured and recorded."""
+
+    def finished(self, result: SearchResult) -> None:
+        """The platform's search is over and its verdict stored."""
+
+
+class _Quiet(SearchEvents):
+    """Hears nothing: the events of a caller that passed none."""
+
+
+def run_search(options: SearchOptions, *, execution: Execution = Execution(), settings: Settings | None = None,
+               events: SearchEvents | None = None) -> list[SearchResult]:
+    """Search, confirm and store the best config of `options.measure.model_path`: one result per platform.
+
+    `settings` gives the database, the user recorded as provenance and the Ray address used
+    when `execution` names none (default: `Settings.from_env()`). Raises ModelFileError for
+    a bad model file (nothing written), UsageError for impossible options, StorageError
+    (ReadOnlyDatabase, SchemaOutdated, ...) before any trial runs, StorageError when a
+    write fails mid-search (a full disk: the trials recorded before stay; resume with
+    `resume=True` once it is fixed), and TunerError when a confirmation run fails (the
+    trials stay stored). On KeyboardInterrupt while a platform is searched or confirmed it
+    raises SearchInterrupted (a KeyboardInterrupt) carrying what finished; the trials it
+    stopped are recorded as cancelled. The executor, with every trial process it started,
+    and the store are closed however it ends.
+    """
+    settings = settings or Settings.from_env()
+    events = events or _Quiet()
+    measure = options.measure
+    target = prepare_target(measure.model_path, space_path=options.space, include_unsafe=options.unsafe,
+                            threads=measure.threads, seed=measure.seed)
+    events.prepared(target)
+    # Absolute: trial processes run in their own scratch folders (and Ray nodes elsewhere).
+    options = replace(options, measure=replace(measure, model_path=str(Path(measure.model_path).expanduser().resolve())))
+    with open_for_search(settings.db_url) as store:
+        executor = get_executor(execution.executor, workers=execution.workers,
+                                address=execution.address or settings.ray_address,
+                                platform_key=target.platform.key, device=target.platform.device)
+        try:
+            results = []
+            for platform in pick_platforms(execution.platform, executor, target):
+                results.append(tune(options, replace(target, platform=platform), store=store,
+                                    executor=executor, user=settings.user, events=events))
+                events.finished(results[-1])
+            return results
+        finally:
+            executor.close()
 
 
 def prepare_target(model_path: str, *, space_path: str | None = None, include_unsafe: bool = False,
                    threads: int | None = None, seed: int = 0) -> Target:
     """Load and check the model file, capture its graphs, and pick the space for its device.
 
+    With `threads`, sets torch's thread count in this process (it is part of a CPU platform).
     Raises ModelFileError (one line, names the fix) for every kind of bad model file.
     """
     import torch
@@ -47,28 +146,76 @@ def prepare_target(model_path: str, *, space_path: str | None = None, include_un
     return Target(workload=workload, platform=platform, space=space)
 
 
-def tune(job: SearchJob, target: Target, *, store: Store, executor: Executor, user: str,
-         on_result: Callable[[TrialRecord], None] | None = None) -> TuneResult:
-    """Search, then confirm the finalists against the default compile and store the verdict."""
+def open_for_search(url: str) -> Store:
+    """The store a search writes: a new database gets the current schema first; an existing
+    one must be at it (SchemaOutdated otherwise, never migrated implicitly) and writable
+    (ReadOnlyDatabase otherwise), so a read-only role stops here, before any trial."""
+    from tuner.storage import ensure_schema
+
+    ensure_schema(url)
+    store = Store.open(url)
+    try:
+        store.check_writable()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def pick_platforms(wanted: str | None, executor: Executor, target: Target) -> list[Platform]:
+    """The platforms to tune for: this machine's (`wanted` None), the key `wanted` names, or "all".
+
+    Raises UsageError when the executor runs everything on this machine, when no node
+    advertises a wanted key, or when a platform's device is not the model's.
+    """
+    if not wanted:
+        return [target.platform]
+    present = executor.platforms()
+    if present is None:
+        raise UsageError("--platform needs Ray: add --executor ray (or --address ADDRESS)")
+    from tuner.workers.placement import describe_platform
+
+    keys = sorted(present) if wanted == "all" else [wanted]
+    missing = [k for k in keys if k not in present and k != target.platform.key]
+    if missing or not keys:
+        raise UsageError(f"no Ray node advertises platform {', '.join(missing) or wanted}; "
+                         f"platforms present: {', '.join(sorted(present)) or 'none'}")
+    platforms = [target.platform if k == target.platform.key else describe_platform(k) for k in keys]
+    for platform in platforms:
+        if platform.device != target.platform.device:
+            raise UsageError(f"platform {platform.key} is a {platform.device} platform but the model runs on "
+                             f"{target.platform.device}; pick a {target.platform.device} platform or change DEVICE")
+    return platforms
+
+
+def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor, user: str,
+         events: SearchEvents) -> SearchResult:
+    """Search for `target.platform`, then confirm the finalists against the default compile
+    and store the verdict. A resumed study is looked up once, and its trials read once."""
+    events.starting(target, database=store.safe_url)
     study = open_study(job, target, store, user=user)
-    driver = Driver(job, target, store=store, executor=executor, on_result=on_result)
-    if job.resume:
-        driver.replay(store.trials(study.id))
+    replayed = store.trials(study.id) if job.resume else []
+    driver = Driver(job, target, store=store, executor=executor, on_result=events.trial_done)
+    driver.replay(replayed)
+    events.searching(study, done=len(driver.records))
     outcome = driver.run(study)
     finalists = pick_finalists(outcome.trials)
     if not any(r.measurement.ok for r in outcome.trials):
-        return TuneResult(outcome=outcome, verdict=None, stored=False)
-    request = confirmation_request(job.model_path, finalists, rounds=job.rounds, seed=job.seed,
-                                   threads=job.threads, timeout_s=max(job.timeout_s * (len(finalists) + 1), 600),
-                                   platform_key=target.platform.key)
-    data, failure = executor.run_confirmation(request)
-    if data is None:
-        lines = failure.strip().splitlines()
+        return SearchResult(target=target, outcome=outcome, verdict=None, stored=False)
+    spec = replace(job.measure, platform_key=target.platform.key,
+                   timeout_s=max(job.measure.timeout_s * (len(finalists) + 1), 600))
+    request = confirmation_request(spec, finalists, rounds=job.rounds)
+    try:
+        confirmed = executor.run_confirmation(request)
+    except KeyboardInterrupt:
+        raise SearchInterrupted(outcome, confirming=True)
+    if isinstance(confirmed, ConfirmFailed):
+        lines = confirmed.error.strip().splitlines()
         cause = lines[0] + (f" ({lines[-1].strip()})" if len(lines) > 1 else "")
         raise TunerError(f"confirmation run failed: {cause}; the trials are stored; "
                          f"rerun with --resume to try again")
-    verdict = decide(ConfirmResult.from_json(data), finalists)
+    verdict = decide(confirmed, finalists)
     stored = False
     for best in best_configs(verdict, workload=target.workload, platform=target.platform, study=study, user=user):
         stored = store.save_best(best) or stored
-    return TuneResult(outcome=outcome, verdict=verdict, stored=stored)
+    return SearchResult(target=target, outcome=outcome, verdict=verdict, stored=stored)

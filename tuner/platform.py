@@ -2,37 +2,22 @@
 
 `current_platform` describes this process's machine (cached, because the compile-time
 backend asks at every lookup); `platform_from_parts` rebuilds a `Platform` from stored
-rows or from what another Ray node reported. Both compute keys the same way.
+rows or from what another Ray node reported. Both compute keys the same way: the value
+and the key formula live in `tuner.keys` (a leaf module storage can import) and are
+re-exported here.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import platform as _pyplatform
-from dataclasses import dataclass
-from typing import Any, Mapping
 
 from tuner.errors import UsageError
-from tuner.trial import canonical_json
+from tuner.keys import Platform, platform_from_parts
+from tuner.version import __version__
+
+__all__ = ["Platform", "current_platform", "platform_from_parts"]
 
 
-@dataclass(frozen=True)
-class Platform:
-    key: str               # hash of hardware_key + software_key
-    hardware_key: str      # hash of `hardware`
-    software_key: str      # hash of `software`
-    device: str            # "cpu" or "cuda"
-    hardware: tuple[tuple[str, str], ...]   # e.g. (("cpu_model", "AMD EPYC ..."), ("vec_isa", "avx2"), ...)
-    software: tuple[tuple[str, str], ...]   # (("python", "3.11.7"), ("torch", "2.13.0+cpu"), ("triton", ...), ...)
-
-    def describe(self) -> str:
-        hw = dict(self.hardware)
-        name = hw.get("gpu_name") or hw.get("cpu_model", "?")
-        sw = dict(self.software)
-        return f"{name} ({self.device}), torch {sw.get('torch', '?')}"
-
-
-_KEY_LEN = 24
 _cache: dict[tuple[str, int | None], Platform] = {}
 
 
@@ -62,31 +47,6 @@ def current_platform(device: str = "cpu", *, threads: int | None = None) -> Plat
         hardware = _cpu_hardware(n_threads) if dev.type == "cpu" else _cuda_hardware(name)
         found = _cache[cache_key] = platform_from_parts(dev.type, hardware, _software())
     return found
-
-
-def platform_from_parts(device: str, hardware: Mapping[str, Any], software: Mapping[str, Any]) -> Platform:
-    """Build a Platform (and its keys) from its parts; values are stored as strings.
-
-    Used by `current_platform`, to rebuild stored platforms, and for other Ray nodes.
-    The hardware key covers the device type and `hardware`; the software key covers
-    `software`; the platform key covers both keys.
-    """
-    hw = tuple(sorted((str(k), str(v)) for k, v in hardware.items()))
-    sw = tuple(sorted((str(k), str(v)) for k, v in software.items()))
-    hardware_key = _hash({"device": device, "hardware": dict(hw)})
-    software_key = _hash(dict(sw))
-    return Platform(
-        key=_hash([hardware_key, software_key]),
-        hardware_key=hardware_key,
-        software_key=software_key,
-        device=device,
-        hardware=hw,
-        software=sw,
-    )
-
-
-def _hash(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:_KEY_LEN]
 
 
 def _cpu_hardware(threads: int | None) -> dict[str, str]:
@@ -133,14 +93,12 @@ def _cuda_hardware(device: str) -> dict[str, str]:
 def _software() -> dict[str, str]:
     import torch
 
-    import tuner
-
     sw = {
         "python": _pyplatform.python_version(),
         "torch": torch.__version__,
         "triton": _dist_version("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu"),
         "cuda": torch.version.cuda or "none",
-        "tuner": tuner.__version__,
+        "tuner": __version__,
     }
     if getattr(torch.version, "hip", None):
         sw["hip"] = torch.version.hip

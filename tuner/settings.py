@@ -25,15 +25,6 @@ def _login_name() -> str:
         return "unknown"
 
 
-def _parse_faults(text: str) -> dict[int, str]:
-    """`"3:abort,5:hang"` -> {3: "abort", 5: "hang"}; a test-only fault hook."""
-    faults: dict[int, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        number, _, kind = part.partition(":")
-        faults[int(number)] = kind.strip()
-    return faults
-
-
 @dataclass(frozen=True)
 class Settings:
     """Every knob of tuner itself (not of Inductor). Frozen: derive with `replace`."""
@@ -44,8 +35,6 @@ class Settings:
     trial_timeout_s: float = 300.0           # TUNER_TRIAL_TIMEOUT: per-trial deadline
     threads: int | None = None               # TUNER_THREADS: torch threads for measurement
     ray_address: str | None = None           # RAY_ADDRESS (Ray's own variable) or TUNER_RAY_ADDRESS
-    test_faults: dict[int, str] = field(default_factory=dict)   # TUNER_TEST_FAULTS (tests only)
-    cache_dir: str | None = None             # TUNER_CACHE_DIR: where trial scratch files go
     user: str = ""                           # provenance: USER / LOGNAME
     debug: bool = False                      # TUNER_DEBUG: tracebacks on errors
 
@@ -61,8 +50,6 @@ class Settings:
             trial_timeout_s=float(env.get("TUNER_TRIAL_TIMEOUT", "300")),
             threads=int(threads) if threads else None,
             ray_address=env.get("TUNER_RAY_ADDRESS") or env.get("RAY_ADDRESS") or None,
-            test_faults=_parse_faults(env.get("TUNER_TEST_FAULTS", "")),
-            cache_dir=env.get("TUNER_CACHE_DIR") or None,
             user=env.get("USER") or env.get("LOGNAME") or _login_name(),
             debug=env.get("TUNER_DEBUG", "") not in ("", "0", "false", "no"),
         )

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping
+
+from tuner.keys import canonical_json  # re-exported: tuner.trial.canonical_json stays valid
+from tuner.text import key_values
 
 
 class Status(str, enum.Enum):
@@ -19,11 +21,7 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     WRONG_RESULT = "wrong_result"
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON: sorted keys, no spaces. Used for keys and hashes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    CANCELLED = "cancelled"      # stopped when the search was interrupted: no result, measured again on resume
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ class Candidate:
         """Short human text: `defaults` or `k=v, k=v`."""
         if not self.params:
             return "defaults"
-        return ", ".join(f"{k}={v}" for k, v in self.params)
+        return key_values(self.params)
 
 
 @dataclass(frozen=True)
@@ -71,6 +69,7 @@ class Measurement:
     reps: int | None = None
     error: str | None = None
     worker: str | None = None            # host/pid (or Ray node) that ran the trial
+    threads: int | None = None           # torch's thread count in the trial process while it timed
 
     @property
     def ok(self) -> bool:
@@ -97,34 +96,59 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class TrialRequest:
-    """Everything a fresh trial process needs; it never needs the database or the space."""
+class MeasureSpec:
+    """How one search measures its model file. Every trial and the confirmation share it.
+
+    `seed` seeds `get_model()`/`get_inputs()` (the same in every process); `threads` fixes
+    torch's thread count (None: torch's default, which the platform key records);
+    `timeout_s` is the wall-clock deadline of one trial process; `platform_key` is the
+    platform the results are stored for (Ray places the work on nodes of it);
+    `memory_limit_mb` caps the memory of each trial process (`--memory-limit`, applied
+    inside it: `tuner.memory_limit`; None: no cap). The confirmation, which holds every
+    finalist at once, runs without it.
+    """
 
     model_path: str
-    params: tuple[tuple[str, Any], ...]          # Candidate.params; the child derives the CompileConfig
-    number: int = 0
     seed: int = 0
     threads: int | None = None
     warmup: int = 3
-    repeat: int = 20
+    repeat: int = 20              # timed samples per trial
     timeout_s: float = 300.0
-    fault: str | None = None                      # test-only: abort | hang | raise | nan
-    platform_key: str | None = None               # Ray places the trial on nodes of this platform
-    extra: tuple[tuple[str, Any], ...] = field(default=())
+    platform_key: str | None = None
+    memory_limit_mb: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "MeasureSpec":
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    """Everything a fresh trial process needs; it never needs the database or the space."""
+
+    spec: MeasureSpec
+    params: tuple[tuple[str, Any], ...]          # Candidate.params; the child derives the CompileConfig
+    number: int = 0
 
     @property
     def candidate(self) -> Candidate:
         return Candidate(self.params)
 
+    @property
+    def timeout_s(self) -> float:
+        return self.spec.timeout_s
+
+    @property
+    def platform_key(self) -> str | None:
+        return self.spec.platform_key
+
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["params"] = [list(p) for p in self.params]
-        data["extra"] = [list(p) for p in self.extra]
-        return data
+        return {"spec": self.spec.to_json(), "params": [list(p) for p in self.params], "number": self.number}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TrialRequest":
-        fields = dict(data)
-        fields["params"] = tuple((k, v) for k, v in fields["params"])
-        fields["extra"] = tuple((k, v) for k, v in fields.get("extra", ()))
-        return cls(**fields)
+        return cls(spec=MeasureSpec.from_json(data["spec"]), params=tuple((k, v) for k, v in data["params"]),
+                   number=data["number"])

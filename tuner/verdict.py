@@ -11,12 +11,12 @@ import datetime as dt
 import socket
 from dataclasses import dataclass
 
-import tuner
 from tuner.confirm import DEFAULT, EAGER, ConfirmRequest, ConfirmResult, Speedup, speedup
 from tuner.errors import TunerError
 from tuner.platform import Platform
 from tuner.storage.records import BestConfig, StudyInfo, TrialRecord
-from tuner.trial import Candidate
+from tuner.trial import Candidate, MeasureSpec
+from tuner.version import __version__
 from tuner.workload import Workload
 
 MODE_PREFIX = "mode "
@@ -51,11 +51,10 @@ def pick_finalists(records: tuple[TrialRecord, ...], *, top: int = 2) -> tuple[F
     return tuple(finalists)
 
 
-def confirmation_request(model_path: str, finalists: tuple[Finalist, ...], *, rounds: int, seed: int,
-                         threads: int | None, timeout_s: float, platform_key: str | None = None) -> ConfirmRequest:
+def confirmation_request(spec: MeasureSpec, finalists: tuple[Finalist, ...], *, rounds: int) -> ConfirmRequest:
+    """Eager, the default compile and each finalist, measured as `spec` says."""
     variants = ((EAGER, None), (DEFAULT, ()), *((f.label, f.candidate.params) for f in finalists))
-    return ConfirmRequest(model_path=model_path, variants=variants, rounds=rounds, seed=seed,
-                          threads=threads, timeout_s=timeout_s, platform_key=platform_key)
+    return ConfirmRequest(spec=spec, variants=variants, rounds=rounds)
 
 
 def decide(result: ConfirmResult, finalists: tuple[Finalist, ...]) -> Verdict:
@@ -87,7 +86,7 @@ def best_configs(verdict: Verdict, *, workload: Workload, platform: Platform, st
     return [BestConfig(graph_key=g.key, platform_key=platform.key, params=params, is_default=is_default,
                        speedup=sp.median, ci_low=sp.low, ci_high=sp.high, rounds=sp.rounds,
                        latency_ms=latency, baseline_ms=base.latency_ms, workload_key=workload.key,
-                       study_id=study.id, user=user, host=socket.gethostname(), tuner_version=tuner.__version__,
+                       study_id=study.id, user=user, host=socket.gethostname(), tuner_version=__version__,
                        torch_version=software.get("torch", ""), triton_version=software.get("triton", ""),
                        created_at=dt.datetime.now(dt.timezone.utc))
             for g in workload.graphs]

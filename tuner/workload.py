@@ -5,18 +5,18 @@ that only records, and returns one `GraphFingerprint` per Dynamo graph.
 `fingerprint_graph` is the single definition of the workload key: the search calls it
 through `capture_workload`, and the compile-time backend calls it directly with the
 `(gm, example_inputs)` Dynamo hands it. Both see the same graph, so both get the same key.
+The values (`GraphFingerprint`, `Workload`) and the hash formulas live in `tuner.keys`
+and are re-exported here.
 """
 from __future__ import annotations
 
 import enum
-import hashlib
 import re
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from tuner.errors import ModelFileError
-from tuner.trial import canonical_json
+from tuner.keys import GraphFingerprint, Workload, canonical_json, graph_key, workload_key
 
 if TYPE_CHECKING:
     import torch
@@ -24,26 +24,7 @@ if TYPE_CHECKING:
 
     from tuner.modelfile import LoadedModel
 
-
-@dataclass(frozen=True)
-class GraphFingerprint:
-    """One Dynamo graph. `key` is the workload key of DESIGN.md (structural, value-free)."""
-
-    key: str            # hex sha256, 32 chars
-    index: int          # order in which Dynamo produced it
-    num_nodes: int
-    input_meta: str     # canonical JSON of the inputs' shape/stride/dtype/device/requires_grad
-    code: str           # readable canonical text of the graph (what was hashed)
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A model file's graphs under its inputs. `key` hashes the graph keys in order."""
-
-    key: str
-    name: str           # the model file's stem, for display only (never part of the key)
-    graphs: tuple[GraphFingerprint, ...]
-
+__all__ = ["FINGERPRINT_VERSION", "GraphFingerprint", "Workload", "capture_workload", "fingerprint_graph"]
 
 # Bump when the canonical text changes shape, so old keys stop matching instead of
 # matching something they were not measured on.
@@ -83,7 +64,7 @@ def fingerprint_graph(gm: "torch.fx.GraphModule", example_inputs: list, *, index
     header = f"tuner-fingerprint v{FINGERPRINT_VERSION}; {_global_state(canon.device_types)}"
     code = "\n".join([header, *lines])
     return GraphFingerprint(
-        key=hashlib.sha256(code.encode()).hexdigest()[:32],
+        key=graph_key(code),
         index=index,
         num_nodes=len(gm.graph.nodes),
         input_meta=canonical_json(input_meta),
@@ -133,9 +114,8 @@ def capture_workload(loaded: "LoadedModel", *, name: str | None = None, grad: bo
             f"torch.compile captured no graph from {loaded.path}; make forward() run tensor operations "
             f"that Dynamo can trace (TORCH_LOGS=graph_breaks shows what it skipped)"
         )
-    keys = "\n".join(g.key for g in graphs)
     return Workload(
-        key=hashlib.sha256(keys.encode()).hexdigest()[:32],
+        key=workload_key(g.key for g in graphs),
         name=name if name is not None else loaded.path.stem,
         graphs=tuple(graphs),
     )

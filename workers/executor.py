@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from typing import Any
-
+from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.errors import UsageError
 from tuner.trial import Measurement, TrialRequest
 
@@ -26,14 +25,34 @@ class Executor(Protocol):
 
     def pending(self) -> int: ...
 
-    def run_confirmation(self, request: Any) -> tuple[dict | None, str]:
-        """Run a `tuner.confirm.ConfirmRequest` in a fresh process on a node of its platform.
+    def run_confirmation(self, request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
+        """Run a confirmation in a fresh process on a node of its platform (blocking).
 
-        Returns `workers.isolation.run_job`'s answer: (result JSON, "") or (None, why not).
+        Never raises for a failed run: no result within `request.timeout_s` is a
+        `ConfirmFailed` with TIMEOUT, a process or task that died one with CRASHED.
         """
         ...
 
-    def close(self) -> None: ...
+    def platforms(self) -> dict[str, int] | None:
+        """Platform key -> alive nodes advertising it, where the executor places work by platform.
+
+        None: this executor runs everything on this machine and places nothing by platform
+        (local and replay), so it can tune only for the driver's own platform.
+        """
+        ...
+
+    def cancel(self) -> None:
+        """Stop every submitted trial that has not come back yet, killing its process now.
+
+        None of them comes back from `next_result` and `pending()` is 0 afterwards; the
+        executor stays usable. Called when the search is interrupted (Ctrl-C, SIGTERM).
+        """
+        ...
+
+    def close(self) -> None:
+        """Cancel what is in flight, then release everything the executor started; no trial
+        or confirmation process of it outlives this call."""
+        ...
 
 
 EXECUTORS = ("local", "ray")

@@ -2,7 +2,8 @@
 
 A fresh interpreter (never a fork of a process that has loaded torch) isolates
 crashes in generated code. The job and its result travel as JSON files.
-A crash, a hang past the deadline, or a missing result become Measurement values.
+A crash, a hang past the deadline, or a missing result become typed values:
+a `Measurement` for a trial, a `ConfirmFailed` for a confirmation.
 """
 from __future__ import annotations
 
@@ -12,12 +13,23 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.trial import Measurement, Status, TrialRequest
 
 STDERR_TAIL = 3000
+
+
+@dataclass(frozen=True)
+class NoResult:
+    """A job's process left no result: it passed its deadline (TIMEOUT; its whole process
+    group was killed) or died first (CRASHED). `message` says why, headline first."""
+
+    status: Status
+    message: str
 
 
 def _signal_name(code: int) -> str:
@@ -27,12 +39,23 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: str | None = None) -> tuple[dict | None, str]:
-    """Run `python -m tuner.workers.trial_process` on one job.
+def _death(code: int) -> str:
+    """How a process that left no result ended. SIGKILL that was not our deadline's is most
+    often Linux's out-of-memory killer (or the memory cap of a container)."""
+    if code >= 0:
+        return f"exited with status {code}"
+    if code == -signal.SIGKILL:
+        return "killed by SIGKILL (possibly out of memory)"
+    return f"killed by {_signal_name(code)}"
 
-    Returns (result JSON or None, failure text). None with "timeout: ..." when the
-    deadline passed (the whole process group is killed), or with the exit status and
-    the tail of stderr when the process died without a result.
+
+def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: str | None = None,
+            env: Mapping[str, str] | None = None) -> dict[str, Any] | NoResult:
+    """Run `python -m tuner.workers.trial_process` on one job; its result JSON, or why there is none.
+
+    The process runs in a scratch folder of its own, in its own session, with environment
+    `env` (None: this process's). A `NoResult` after a death carries the exit status and the
+    tail of stderr.
     """
     with tempfile.TemporaryDirectory(prefix="tuner-trial-", dir=scratch) as tmp:
         job, result = Path(tmp) / "job.json", Path(tmp) / "result.json"
@@ -40,18 +63,18 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
         with open(Path(tmp) / "stderr.txt", "w+") as err:
             proc = subprocess.Popen([sys.executable, "-m", "tuner.workers.trial_process", str(job), str(result),
                                      str(os.getpid())],
-                                    stdout=subprocess.DEVNULL, stderr=err, cwd=tmp, start_new_session=True)
+                                    stdout=subprocess.DEVNULL, stderr=err, cwd=tmp, env=env, start_new_session=True)
             try:
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                return None, f"timeout: no result within {timeout_s:g} s; the trial process was killed"
+                return NoResult(Status.TIMEOUT,
+                                f"timeout: no result within {timeout_s:g} s; the trial process was killed")
             err.seek(0)
             tail = err.read()[-STDERR_TAIL:]
         if code == 0 and result.exists():
-            return json.loads(result.read_text()), ""
-        how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
-        return None, f"trial process {how} before reporting a result\n{tail}"
+            return json.loads(result.read_text())
+        return NoResult(Status.CRASHED, f"trial process {_death(code)} before reporting a result\n{tail}")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -62,10 +85,19 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_isolated(request: TrialRequest, *, scratch: str | None = None) -> Measurement:
+def run_isolated(request: TrialRequest, *, scratch: str | None = None,
+                 env: Mapping[str, str] | None = None) -> Measurement:
     """Measure one trial in its own process; never raises for a tuning failure."""
-    data, failure = run_job("trial", request.to_json(), timeout_s=request.timeout_s, scratch=scratch)
-    if data is not None:
-        return Measurement.from_json(data)
-    status = Status.TIMEOUT if failure.startswith("timeout:") else Status.CRASHED
-    return Measurement.failed(status, failure)
+    data = run_job("trial", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env)
+    if isinstance(data, NoResult):
+        return Measurement.failed(data.status, data.message)
+    return Measurement.from_json(data)
+
+
+def confirm_isolated(request: ConfirmRequest, *, scratch: str | None = None,
+                     env: Mapping[str, str] | None = None) -> ConfirmResult | ConfirmFailed:
+    """Run one confirmation in its own process, within `request.timeout_s`."""
+    data = run_job("confirm", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env)
+    if isinstance(data, NoResult):
+        return ConfirmFailed(data.status, data.message)
+    return ConfirmResult.from_json(data)

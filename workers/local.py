@@ -1,23 +1,37 @@
-"""Local executor: each trial in its own spawned process, up to `workers` at once."""
+"""Local executor: each trial in its own spawned process, up to `workers` at once.
+
+Threads only wait on the trial processes (`run_isolated`). Each trial process leads its own
+process group and works in a folder under this executor's scratch folder, which is how
+`cancel` and `close` find the processes to kill: the waiting threads cannot be interrupted,
+but their children can, and then each thread returns at once.
+"""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
+import shutil
+import signal
+import tempfile
 
+from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.trial import Measurement, TrialRequest
-from tuner.workers.isolation import run_isolated, run_job
+from tuner.workers.isolation import confirm_isolated, run_isolated
+
+KILL_POLL_S = 0.05     # while cancelling: how often to look again for a process just started
 
 
 class LocalExecutor:
-    """Threads only wait on child processes; all the work happens in the children."""
+    """Runs trials in processes on this machine; `scratch` is where their folders go
+    (default: the system's temporary folder)."""
 
     def __init__(self, *, workers: int = 1, scratch: str | None = None):
         self.capacity = workers
-        self._scratch = scratch
+        self._root = tempfile.mkdtemp(prefix="tuner-local-", dir=scratch)
         self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tuner-trial")
         self._futures: dict[cf.Future, TrialRequest] = {}
 
     def submit(self, request: TrialRequest) -> None:
-        future = self._pool.submit(run_isolated, request, scratch=self._scratch)
+        future = self._pool.submit(run_isolated, request, scratch=self._root)
         self._futures[future] = request
 
     def next_result(self) -> tuple[TrialRequest, Measurement]:
@@ -29,9 +43,64 @@ class LocalExecutor:
     def pending(self) -> int:
         return len(self._futures)
 
-    def run_confirmation(self, request) -> tuple[dict | None, str]:
+    def run_confirmation(self, request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
         """Confirmation runs here, in its own fresh process, like a trial."""
-        return run_job("confirm", request.to_json(), timeout_s=request.timeout_s, scratch=self._scratch)
+        return confirm_isolated(request, scratch=self._root)
+
+    def platforms(self) -> None:
+        """None: every trial runs on this machine, whatever its platform key."""
+        return None
+
+    def cancel(self) -> None:
+        """Kill the process group of every trial in flight and forget those trials.
+
+        Returns once each waiting thread has seen its process die. Off Linux (no /proc to
+        find the processes) it waits for them to end by themselves, within their deadlines.
+        """
+        futures = list(self._futures)
+        self._futures.clear()
+        for future in futures:
+            future.cancel()                     # a queued trial never starts
+        while not all(future.done() for future in futures):
+            _kill_groups(self._root)            # again and again: a thread may be starting one
+            cf.wait(futures, timeout=KILL_POLL_S)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Cancel what is in flight, kill any confirmation still running (its caller was
+        interrupted), stop the threads and remove the scratch folder."""
+        self.cancel()
+        _kill_groups(self._root)
+        self._pool.shutdown(wait=True)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+def _kill_groups(root: str) -> None:
+    """SIGKILL the process group of each child of this process that works under `root`."""
+    for pid in _children_under(root):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):   # it ended meanwhile
+            pass
+
+
+def _children_under(root: str) -> list[int]:
+    """Pids of this process's children whose working folder is `root` or inside it (Linux:
+    read from /proc; elsewhere none). A folder removed meanwhile reads "PATH (deleted)"."""
+    me = str(os.getpid())
+    try:
+        names = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                parent = stat.read().rpartition(")")[2].split()[1]   # the name may hold spaces
+            if parent != me:
+                continue
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except (OSError, IndexError):           # gone, or a zombie without a folder
+            continue
+        if cwd == root or cwd.startswith(root + os.sep) or cwd.startswith(root + " "):
+            found.append(int(name))
+    return found

@@ -3,7 +3,7 @@
 The task still measures in a fresh, spawned process with a deadline (`run_isolated`);
 Ray only chooses the node, carries the request there and the Measurement back.
 Trials compile in parallel; timings never overlap on a node, because every trial process
-takes that node's measure lock (`workers/lock.py`) around its timed section.
+takes that node's measure lock (`tuner/node_lock.py`) around its timed section.
 
 Faults become Measurements here, the Ray side of the measurement boundary:
 - the Ray worker process dies (segfault, `os._exit`, OOM kill) -> CRASHED; Ray starts a
@@ -18,19 +18,19 @@ Ray is imported lazily: only when an executor is built.
 """
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import socket
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.errors import UsageError
-from tuner.trial import Measurement, Status, TrialRequest
-from tuner.workers.isolation import run_isolated
+from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
+from tuner.workers.isolation import confirm_isolated, run_isolated
 from tuner.workers.placement import platform_resource, trial_resources
+from tuner.workers.ray_session import RaySession, connect
 
 # What one trial reserves. Trials spend most of their time in a child process that
 # compiles, or waiting for the measure lock, so a quarter CPU lets 8 trials share 2 cores;
@@ -40,59 +40,46 @@ DEFAULT_GRACE_S = 30.0       # beyond the trial's own deadline, before the drive
 UNPLACED_CHECK_S = 10.0      # how often to check that a queued trial's platform still has a node
 TASK_NAME_PREFIX = "tuner-trial-"   # + trial number: the task's name, and its worker's process title
 
-# Test and bench job kinds, handled inside the Ray task (never by a trial process):
-RAY_WORKER_EXIT = "ray_worker_exit"     # os._exit of the Ray worker itself
-RAY_WORKER_HANG = "ray_worker_hang"     # the Ray worker hangs: only the driver's deadline ends it
-BENCH_NOOP = "bench_noop"               # an OK Measurement at once, no trial process
-BENCH_SLEEP = "bench_sleep:"            # "bench_sleep:0.5": sleep, then an OK Measurement
+
+def measure_on_node(request: TrialRequest) -> Measurement:
+    """How a Ray task measures a trial by default: `run_isolated`, in a fresh trial process on its node."""
+    return run_isolated(request, env=trial_env(request.spec))
 
 
-def _trial_task(request_json: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The Ray task body: report where it started, then run the trial and yield its Measurement."""
-    import ray
+def trial_env(spec: MeasureSpec) -> dict[str, str] | None:
+    """The environment of a trial or confirmation process started by a Ray task (None: the task's own).
 
-    node_id = ray.get_runtime_context().get_node_id()
-    yield {"started": node_id}
-    request = TrialRequest.from_json(request_json)
-    fault = request.fault or ""
-    if fault == RAY_WORKER_EXIT:
-        os._exit(17)
-    if fault == RAY_WORKER_HANG:
-        time.sleep(10**6)
-    if fault == BENCH_NOOP or fault.startswith(BENCH_SLEEP):
-        measurement = _bench_job(fault)
-    else:
-        with _torch_default_threads(request):
-            measurement = run_isolated(request)
-    where = measurement.worker or f"{socket.gethostname()}:{os.getpid()}"
-    yield replace(measurement, worker=f"ray:{node_id}/{where}").to_json()
+    Ray sets OMP_NUM_THREADS=1 for tasks with under one CPU. The trial process would inherit
+    it and measure single-threaded under a platform key for torch's default thread count, so
+    unless `spec` fixes `threads`, the process gets this worker's environment without it. The
+    Ray worker's own environment is left as it is.
+    """
+    if spec.threads is not None or "OMP_NUM_THREADS" not in os.environ:
+        return None
+    return {name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"}
 
 
-def _confirm_task(request_json: dict[str, Any], timeout_s: float) -> tuple[dict | None, str]:
-    """The Ray task body of a confirmation: one fresh process on this node, like a trial."""
-    from tuner.workers.isolation import run_job
+def _trial_task_for(measure: Callable[[TrialRequest], Measurement]) -> Callable[[dict[str, Any]], Iterator[dict]]:
+    """The Ray task body, measuring with `measure`: report where it started, then yield the Measurement."""
 
-    return run_job("confirm", request_json, timeout_s=timeout_s)
+    def trial_task(request_json: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        import ray
+
+        node_id = ray.get_runtime_context().get_node_id()
+        yield {"started": node_id}
+        measurement = measure(TrialRequest.from_json(request_json))
+        where = measurement.worker or f"{socket.gethostname()}:{os.getpid()}"
+        yield replace(measurement, worker=f"ray:{node_id}/{where}").to_json()
+
+    return trial_task
 
 
-def _bench_job(fault: str) -> Measurement:
-    """The bench's stand-in trials: framework cost only, no process, no CPU."""
-    if fault.startswith(BENCH_SLEEP):
-        time.sleep(float(fault[len(BENCH_SLEEP):]))
-    return Measurement(status=Status.OK, latency_ms=0.0, spread_ms=0.0, compile_s=0.0, reps=0)
-
-
-@contextlib.contextmanager
-def _torch_default_threads(request: TrialRequest) -> Iterator[None]:
-    """Ray sets OMP_NUM_THREADS=1 for tasks with under one CPU. The trial process would
-    inherit it and measure single-threaded under a platform key for torch's default thread
-    count, so unless the request fixes `threads`, the child does not see it."""
-    saved = os.environ.pop("OMP_NUM_THREADS", None) if request.threads is None else None
-    try:
-        yield
-    finally:
-        if saved is not None:
-            os.environ["OMP_NUM_THREADS"] = saved
+def _confirm_task(request_json: dict[str, Any]) -> dict[str, Any]:
+    """The Ray task body of a confirmation: one fresh process on this node, like a trial.
+    Returns {"result": ConfirmResult JSON} or {"failed": ConfirmFailed JSON}."""
+    request = ConfirmRequest.from_json(request_json)
+    outcome = confirm_isolated(request, env=trial_env(request.spec))
+    return {"failed" if isinstance(outcome, ConfirmFailed) else "result": outcome.to_json()}
 
 
 @dataclass
@@ -119,12 +106,14 @@ class RayExecutor:
     """
 
     def __init__(self, *, workers: int = 1, address: str | None = None, platform_key: str | None = None,
-                 device: str = "cpu", grace_s: float = DEFAULT_GRACE_S):
+                 device: str = "cpu", grace_s: float = DEFAULT_GRACE_S,
+                 measure: Callable[[TrialRequest], Measurement] = measure_on_node):
         """`platform_key`: the platform a local cluster advertises (default: this machine's for
         `device`). `device`: "cuda..." makes every trial hold one whole GPU. `grace_s`: how long
-        past a trial's `timeout_s` the driver waits before it cancels the task itself."""
-        if workers < 1:
-            raise UsageError(f"--workers must be at least 1, got {workers}")
+        past a trial's `timeout_s` the driver waits before it cancels the task itself.
+        `measure`: what a Ray task runs for each trial (default `measure_on_node`, a trial
+        process); tests and benches pass stand-ins, which Ray workers must be able to unpickle.
+        `get_executor` checks `workers`."""
         import ray
 
         self.capacity = workers
@@ -136,36 +125,13 @@ class RayExecutor:
         self._finished: deque[tuple[TrialRequest, Measurement]] = deque()
         self._known_platforms: set[str] = set()
         self._platforms_read_at = 0.0
-        self._owns_cluster = False
-        self._local_only = False
+        self._session: RaySession | None = None      # set when this executor connected
         if not ray.is_initialized():
-            self._connect(address, platform_key=platform_key, device=device)
-        self._task = ray.remote(_trial_task)
+            self._session = _connect_keeping_sigterm(address, platform_key=platform_key, device=device,
+                                                     capacity=workers)
+        self._local_only = self._session is not None and self._session.owns_cluster
+        self._task = ray.remote(_trial_task_for(measure))
         self._refresh_platforms()
-
-    def _connect(self, address: str | None, *, platform_key: str | None, device: str) -> None:
-        ray = self._ray
-        quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
-        auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
-        previous = auth_log.level
-        auth_log.setLevel(logging.ERROR)   # Ray's notice that auth is on ends with how to turn it off
-        try:
-            if address and address != "local":
-                _token_auth_if_token_available()
-                ray.init(address=address, **quiet)
-            else:
-                if platform_key is None:
-                    from tuner.platform import current_platform
-                    platform_key = current_platform(device).key
-                # "local" always starts a new cluster, even when RAY_ADDRESS is set. At least one
-                # logical CPU per worker: Ray keeps that many idle worker processes warm rather
-                # than killing and restarting them between trials.
-                ray.init(address="local", num_cpus=max(os.cpu_count() or 1, self.capacity),
-                         resources={platform_resource(platform_key): 1.0},
-                         include_dashboard=None, dashboard_host="127.0.0.1", **quiet)
-                self._owns_cluster = self._local_only = True
-        finally:
-            auth_log.setLevel(previous)
 
     # -- the Executor protocol -------------------------------------------------------
 
@@ -190,34 +156,48 @@ class RayExecutor:
     def pending(self) -> int:
         return len(self._queue) + len(self._running) + len(self._finished)
 
-    def close(self) -> None:
-        """Cancel what is still running, and shut down the local cluster if this executor started it."""
+    def cancel(self) -> None:
+        """Force-cancel every running trial task and drop the queued and finished ones.
+
+        Ray kills the worker process of a force-cancelled task, and the trial process it
+        started dies with it (it asked Linux for SIGKILL when its parent dies).
+        """
         for generator in list(self._running):
             self._ray.cancel(generator, force=True)
         self._running.clear()
         self._queue.clear()
         self._finished.clear()
-        if self._owns_cluster and self._ray.is_initialized():
-            self._ray.shutdown()
-        self._owns_cluster = False
+
+    def close(self) -> None:
+        """Cancel what is still running, and shut down the local cluster if this executor started it."""
+        self.cancel()
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     # -- beyond the protocol ---------------------------------------------------------
 
-    def run_confirmation(self, request: Any) -> tuple[dict | None, str]:
+    def run_confirmation(self, request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
         """Run the confirmation as one Ray task on a node of `request.platform_key` (blocking)."""
         ray = self._ray
-        probe = TrialRequest(model_path=request.model_path, params=(), platform_key=request.platform_key)
+        probe = TrialRequest(spec=request.spec, params=())
         task = ray.remote(_confirm_task).options(num_cpus=TRIAL_CPUS, num_gpus=self._num_gpus,
                                                  resources=self._placement(probe), max_retries=0)
-        ref = task.remote(request.to_json(), request.timeout_s)
+        ref = task.remote(request.to_json())
         try:
-            data, failure = ray.get(ref, timeout=request.timeout_s + self.grace_s)
+            data = ray.get(ref, timeout=request.timeout_s + self.grace_s)
+        except KeyboardInterrupt:        # the search was interrupted: stop the task, on any cluster
+            ray.cancel(ref, force=True)
+            raise
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
-            return None, f"timeout: no confirmation within {request.timeout_s:g} s; the task was cancelled"
+            return ConfirmFailed(Status.TIMEOUT,
+                                 f"timeout: no confirmation within {request.timeout_s:g} s; the task was cancelled")
         except ray.exceptions.RayError as exc:
-            return None, f"the confirmation task failed: {_ray_failure(exc)}"
-        return data, failure
+            return ConfirmFailed(Status.CRASHED, f"the confirmation task failed: {_ray_failure(exc)}")
+        if "failed" in data:
+            return ConfirmFailed.from_json(data["failed"])
+        return ConfirmResult.from_json(data["result"])
 
     def platforms(self) -> dict[str, int]:
         """Platform key -> alive nodes advertising it, in the connected cluster."""
@@ -325,6 +305,22 @@ class RayExecutor:
         self._finished.append((flight.request, measurement))
 
 
+def _connect_keeping_sigterm(address: str | None, **options: Any) -> RaySession:
+    """`connect`, keeping the caller's own SIGTERM handler: `ray.init` replaces it with one
+    that exits at once, and the CLI's turns SIGTERM into KeyboardInterrupt, so that the
+    search records what it cancelled and closes this executor (which shuts the cluster down).
+    A default or ignored handler is left as Ray sets it."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    session = connect(address, **options)
+    if callable(previous):
+        signal.signal(signal.SIGTERM, previous)
+    return session
+
+
 def _ray_failure(exc: BaseException) -> str:
     """Why a Ray task failed, in the words a user needs: headline first, then Ray's text."""
     from ray import exceptions as ray_exceptions
@@ -339,19 +335,3 @@ def _ray_failure(exc: BaseException) -> str:
     )
     headline = next((text for cls, text in kinds if isinstance(exc, cls)), "the trial's Ray task failed")
     return f"{headline}: {type(exc).__name__}\n{str(exc).strip()}"
-
-
-def _token_auth_if_token_available() -> None:
-    """Joining by explicit address, Ray turns token auth on only when RAY_AUTH_MODE says so;
-    with "auto" it does when a token exists. Do the same for any address, so that a user with a
-    token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) joins an authenticated cluster
-    without setting RAY_AUTH_MODE. An explicit RAY_AUTH_MODE is left as it is."""
-    try:
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available,
-        )
-        from ray._raylet import Config
-    except ImportError:   # a Ray without token authentication
-        return
-    Config.initialize("")   # Ray read RAY_AUTH_* when it was imported; read them again now
-    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
+from tuner.confirm import ConfirmFailed, ConfirmRequest
 from tuner.trial import Candidate, Measurement, Status, TrialRequest
 
 
@@ -48,8 +49,16 @@ class ReplayExecutor:
     def pending(self) -> int:
         return len(self._pending)
 
-    def run_confirmation(self, request: Any) -> tuple[dict | None, str]:
-        return None, "the replay executor has no recorded confirmation"
+    def run_confirmation(self, request: ConfirmRequest) -> ConfirmFailed:
+        return ConfirmFailed(Status.RUNTIME_ERROR, "the replay executor has no recorded confirmation")
+
+    def platforms(self) -> None:
+        """None: replays place nothing by platform."""
+        return None
+
+    def cancel(self) -> None:
+        """Drop what was submitted and not handed back: nothing runs, so nothing is killed."""
+        self._pending.clear()
 
     def close(self) -> None:
-        self._pending.clear()
+        self.cancel()

@@ -1,7 +1,7 @@
 """Entry point of a spawned trial process: `python -m tuner.workers.trial_process JOB RESULT PARENT`.
 
-Reads the job JSON, runs it, writes the result JSON. Only `run_trial` and
-`run_confirmation` run here; neither touches the database.
+Reads the job JSON, runs it, writes the result JSON. Only `run_trial` (under the spec's
+`--memory-limit`, when it has one) and `run_confirmation` run here; neither touches the database.
 """
 from __future__ import annotations
 
@@ -28,14 +28,32 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def run_trial_job(payload: dict) -> dict:
+    """Run one trial under its spec's memory cap, set before torch loads so that the cap covers
+    everything the process holds; the Measurement as JSON."""
+    from tuner.memory_limit import apply_memory_limit, exceeded
+    from tuner.trial import Measurement, Status, TrialRequest
+
+    request = TrialRequest.from_json(payload)
+    limit = request.spec.memory_limit_mb
+    if limit is not None:
+        apply_memory_limit(limit)
+    try:
+        from tuner.measure import run_trial
+    except MemoryError:
+        if limit is None:
+            raise
+        return Measurement.failed(Status.CRASHED, f"{exceeded(limit)} while importing torch; "
+                                                  f"raise --memory-limit").to_json()
+    return run_trial(request).to_json()
+
+
 def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
     if parent_pid is not None:
         die_with_parent(parent_pid)
     job = json.loads(Path(job_path).read_text())
     if job["kind"] == "trial":
-        from tuner.measure import run_trial
-        from tuner.trial import TrialRequest
-        result = run_trial(TrialRequest.from_json(job["request"])).to_json()
+        result = run_trial_job(job["request"])
     elif job["kind"] == "confirm":
         from tuner.confirm import ConfirmRequest, run_confirmation
         result = run_confirmation(ConfirmRequest.from_json(job["request"])).to_json()

@@ -1,5 +1,8 @@
 """The per-node measure lock: while a trial measures, nothing else of ours runs on the node.
 
+It belongs to measurement (`tuner.measure`, `tuner.confirm`); the executors only start the
+processes that take it.
+
 Compiles may overlap with each other, but a timed section holds the node's cores to itself:
 compiles take the lock shared, measurements take it exclusive. A turnstile keeps a stream
 of compiles from starving a waiting measurement: a measurement holds the turnstile while it

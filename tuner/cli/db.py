@@ -1,7 +1,7 @@
-"""`tuner db export | import | merge | ls`: share best configs between databases and people.
+"""`tuner db upgrade | check | export | import | merge | ls`: the schema, the database's
+health, and sharing best configs between databases and people.
 
-`add_db_commands` adds the four subcommands to the `db` parser of tuner/cli.py. Each command
-prints databases through `safe_url` only, and reports problems as TunerError (one line).
+Each command prints databases through `safe_url` only, and reports problems as TunerError (one line).
 """
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import socket
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from tuner.cli.common import add_command, add_db_option, format_table
 from tuner.errors import UsageError
 from tuner.settings import Settings
 
@@ -22,43 +23,74 @@ if TYPE_CHECKING:
 THIN_ROUNDS = 10
 
 
-def add_db_commands(dbsub: argparse._SubParsersAction) -> None:
-    """Add export, import, merge and ls to `tuner db`."""
-    db_help = "database URL (default: $TUNER_DB or the per-user SQLite file)"
-    e = dbsub.add_parser("export", help="write best configs to a JSON exchange file")
+def add_db_parser(subparsers: Any) -> None:
+    """Add `db` and its subcommands to the CLI's commands."""
+    db = add_command(subparsers, "db", None, help="database commands")
+    dbsub = db.add_subparsers(dest="db_command", required=True, metavar="DBCOMMAND")
+    up = add_command(dbsub, "upgrade", cmd_db_upgrade, help="create or migrate the database schema")
+    add_db_option(up)
+
+    c = add_command(dbsub, "check", cmd_db_check,
+                    help="check the database's integrity and schema, and count its rows (changes nothing)")
+    add_db_option(c)
+
+    e = add_command(dbsub, "export", cmd_db_export, help="write best configs to a JSON exchange file")
     e.add_argument("--out", required=True, metavar="FILE", help="the exchange file to write")
     e.add_argument("--workload", metavar="KEY", help="only this workload (key, key prefix or model name)")
     e.add_argument("--platform", metavar="KEY", help="only this platform (key or key prefix)")
-    e.add_argument("--db", metavar="URL", help=db_help)
-    e.set_defaults(func=cmd_db_export)
+    add_db_option(e)
 
-    i = dbsub.add_parser("import", help="validate an exchange file, then store it (all or nothing)")
+    i = add_command(dbsub, "import", cmd_db_import, help="validate an exchange file, then store it (all or nothing)")
     i.add_argument("file", help="a file written by `tuner db export`")
-    i.add_argument("--db", metavar="URL", help=db_help)
-    i.set_defaults(func=cmd_db_import)
+    add_db_option(i)
 
-    m = dbsub.add_parser("merge", help="pull the best configs of another database into this one")
+    m = add_command(dbsub, "merge", cmd_db_merge, help="pull the best configs of another database into this one")
     m.add_argument("url", metavar="SOURCE_URL", help="the database to read (it is never written)")
-    m.add_argument("--db", metavar="URL", help=db_help)
-    m.set_defaults(func=cmd_db_merge)
+    add_db_option(m)
 
-    ls = dbsub.add_parser("ls", help="best configs by workload and platform, with their evidence")
+    ls = add_command(dbsub, "ls", cmd_db_ls, help="best configs by workload and platform, with their evidence")
     ls.add_argument("--workload", metavar="KEY", help="only this workload (key, key prefix or model name)")
     ls.add_argument("--platform", metavar="KEY", help="only this platform (key or key prefix)")
-    ls.add_argument("--db", metavar="URL", help=db_help)
-    ls.set_defaults(func=cmd_db_ls)
+    add_db_option(ls)
+
+
+def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from tuner.storage.migrate import current_revision, upgrade
+    from tuner.storage.urls import parse_url, safe_url, sqlite_path
+
+    path = sqlite_path(parse_url(settings.db_url))
+    # A SQLite file that does not exist yet has no schema; reading it would refuse the missing file.
+    before = None if path is not None and not path.exists() else current_revision(settings.db_url)
+    upgrade(settings.db_url)
+    after = current_revision(settings.db_url)
+    print(f"{safe_url(settings.db_url)}: schema {before or 'empty'} -> {after}")
+    return 0
+
+
+def cmd_db_check(args: argparse.Namespace, settings: Settings) -> int:
+    """Print what `check_database` found; exit 0 when healthy, else 1 with the first problem
+    (it names the fix) as the `error:` line."""
+    from tuner.storage import check_database
+
+    report = check_database(settings.db_url)
+    print("\n".join(report.lines()))
+    if report.ok:
+        return 0
+    problem = report.problems[0] if report.problems else f"database {report.url} is {report.status}"
+    print(f"error: {problem}", file=sys.stderr)
+    return 1
 
 
 def cmd_db_export(args: argparse.Namespace, settings: Settings) -> int:
-    import tuner
     from tuner.storage import Store
     from tuner.storage.exchange import export_file
+    from tuner.version import __version__
 
     with Store.open(settings.db_url, readonly=True) as store:
         workloads, platforms = _selection(store, args.workload, args.platform)
         report = export_file(store, args.out, workload_keys=workloads, platform_keys=platforms,
                              user=settings.user, host=socket.gethostname(),
-                             tuner_version=tuner.__version__)
+                             tuner_version=__version__)
     print(f"exported {_n(report.records, 'best config')} ({_n(report.workloads, 'workload')}, "
           f"{_n(report.platforms, 'platform')}) from {store.safe_url} to {report.path} "
           f"({report.checksum[:19]}...)")
@@ -79,9 +111,9 @@ def cmd_db_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db_merge(args: argparse.Namespace, settings: Settings) -> int:
-    import tuner
     from tuner.storage import Store, ensure_schema, safe_url
     from tuner.storage.exchange import merge
+    from tuner.version import __version__
 
     if args.url == settings.db_url:
         raise UsageError(f"merge reads another database into {safe_url(args.url)}; name a "
@@ -90,7 +122,7 @@ def cmd_db_merge(args: argparse.Namespace, settings: Settings) -> int:
     with Store.open(settings.db_url) as store:
         store.check_writable()
         report = merge(store, args.url, user=settings.user, host=socket.gethostname(),
-                       tuner_version=tuner.__version__)
+                       tuner_version=__version__)
     print(f"merged {safe_url(args.url)} into {store.safe_url}: {_applied(report)}")
     return 0
 
@@ -121,9 +153,7 @@ def cmd_db_ls(args: argparse.Namespace, settings: Settings) -> int:
                       f"{b.user}@{b.host}", f"{b.created_at:%Y-%m-%d %H:%M}",
                       f"{b.torch_version or '?'} / {b.triton_version or '?'}",
                       ",".join(row.flags) or "-"))
-    widths = [max(len(r[c]) for r in table) for c in range(len(table[0]))]
-    for r in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(r, widths)).rstrip())
+    print(format_table(table))
     print(f"\nthin: fewer than {THIN_ROUNDS} rounds, or an interval that includes 1.0; "
           f"stale: older torch/triton than installed ({installed[0]} / {installed[1]}); "
           f"SPEEDUP and INTERVAL are the weakest graph's")

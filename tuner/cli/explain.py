@@ -1,4 +1,4 @@
-"""`tuner explain model.py`: per graph, which stored config `backend="tuner"` would apply.
+"""`tuner explain MODEL`: per graph, which stored config `backend="tuner"` would apply.
 
 It captures the model file's graphs exactly as `tuner search` does (same inputs, grad off)
 and asks the same `tuner.lookup.Lookup` the backend uses, without warnings: for each graph
@@ -11,17 +11,18 @@ import argparse
 import sys
 from typing import Any
 
+from tuner.cli.common import add_command, add_db_option
 from tuner.settings import Settings
 
 
 def add_explain_parser(subparsers: Any) -> None:
     """Add `explain` to the CLI's subcommands (called from `tuner.cli.build_parser`)."""
-    p = subparsers.add_parser("explain", help="show which stored config each graph of a model file would get, and why")
+    p = add_command(subparsers, "explain", cmd_explain,
+                    help="show which stored config each graph of a model file would get, and why")
     p.add_argument("model", help="Python file defining get_model() and get_inputs()")
-    p.add_argument("--db", metavar="URL", help="database URL (default: $TUNER_DB or the per-user SQLite file)")
+    add_db_option(p)
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads of the program to explain (part of a CPU platform; default: torch's)")
-    p.set_defaults(func=cmd_explain)
 
 
 def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:

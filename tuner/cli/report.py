@@ -1,13 +1,19 @@
-"""What the CLI prints: the live progress line, the summary table, trial and best listings."""
+"""What `tuner search`, `tuner best` and `tuner trials` print: the live progress line, the
+summary table (or, after an interrupt, the trials so far), trial and best listings."""
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from tuner.cli.common import format_table
 from tuner.confirm import DEFAULT, EAGER
 from tuner.storage.records import BestConfig, TrialRecord
+from tuner.text import key_values
 from tuner.verdict import Verdict
+
+if TYPE_CHECKING:
+    from tuner.search import SearchOutcome
 
 
 def _fmt(value: float | None, spec: str = ".3f", none: str = "-") -> str:
@@ -22,13 +28,13 @@ def _duration(seconds: float) -> str:
 class Progress:
     """A live progress line on a terminal; one line per trial otherwise (logs, CI)."""
 
-    def __init__(self, total: int, *, done: int = 0, stream: TextIO = sys.stderr):
+    def __init__(self, total: int, *, done: int = 0, stream: TextIO | None = None):
         self.total, self.done, self.failed = total, done, 0
         self.start_done, self.started = done, time.monotonic()
         self.baseline_ms: float | None = None
         self.best_ms: float | None = None
-        self.stream = stream
-        self.live = hasattr(stream, "isatty") and stream.isatty()
+        self.stream = stream or sys.stderr        # looked up now: tests and callers may redirect it
+        self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
 
     def update(self, record: TrialRecord) -> None:
         m = record.measurement
@@ -66,7 +72,7 @@ class Progress:
 
 
 def record_label(record: TrialRecord) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(record.params.items())) or "defaults"
+    return key_values(sorted(record.params.items())) or "defaults"
 
 
 def summary_table(verdict: Verdict) -> str:
@@ -84,10 +90,24 @@ def summary_table(verdict: Verdict) -> str:
         else:
             speed = f"{sp.median:.2f}x [{sp.low:.2f}, {sp.high:.2f}]"
         rows.append((name, _fmt(variant.latency_ms), speed, _fmt(variant.compile_s, ".1f")))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines) + "\n" + verdict_line(verdict)
+    return format_table(rows, rule=True) + "\n" + verdict_line(verdict)
+
+
+def interrupted_summary(outcome: SearchOutcome, *, total: int, confirming: bool = False, shown: int = 5) -> str:
+    """What an interrupted search measured: counts, then its `shown` fastest verified trials
+    with their speedup over the defaults' trial. Nothing was confirmed, so nothing is stored."""
+    ok = [r for r in outcome.trials if r.measurement.ok and r.measurement.latency_ms is not None]
+    when = "during the confirmation" if confirming else f"after {len(outcome.trials)} of {total} trials"
+    head = (f"interrupted {when} ({len(ok)} ok, {len(outcome.trials) - len(ok)} failed, "
+            f"{len(outcome.cancelled)} cancelled); nothing was confirmed or stored as best")
+    if not ok:
+        return head
+    default = next((r.measurement.latency_ms for r in ok if not r.params), None)
+    rows = [("#", "latency ms", "vs defaults", "params")]
+    for r in sorted(ok, key=lambda r: r.measurement.latency_ms)[:shown]:
+        speed = f"{default / r.measurement.latency_ms:.2f}x" if default else "-"
+        rows.append((str(r.number), _fmt(r.measurement.latency_ms), speed, record_label(r)))
+    return head + "\n" + format_table(rows)
 
 
 def verdict_line(verdict: Verdict) -> str:
@@ -108,12 +128,11 @@ def trials_table(records: list[TrialRecord]) -> str:
         detail = record_label(r) if m.ok else f"{record_label(r)} | {(m.error or '').splitlines()[0][:100] if m.error else ''}"
         rows.append((str(r.number), m.status.value, _fmt(m.latency_ms), _fmt(m.spread_ms),
                      _fmt(m.compile_s, ".1f"), _fmt(m.peak_mem_mb, ".0f"), detail))
-    widths = [max(len(row[i]) for row in rows) for i in range(6)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row[:6], widths)) + "  " + row[6] for row in rows)
+    return format_table(rows)
 
 
 def best_text(best: BestConfig) -> str:
-    config = ", ".join(f"{k}={v}" for k, v in sorted(best.params.items())) or "Inductor's defaults"
+    config = key_values(sorted(best.params.items())) or "Inductor's defaults"
     when = best.created_at.strftime("%Y-%m-%d %H:%M UTC") if best.created_at else "?"
     return (f"config: {config}\n"
             f"confirmed speedup over default compile: {best.speedup:.2f}x "

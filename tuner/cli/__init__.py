@@ -1,0 +1,88 @@
+"""The `tuner` command line. Errors print `error: ...` on one line and exit 1 (2 for usage).
+
+One module per command group: `search`, `results` (best, trials), `explain`, `db` (upgrade,
+check, export, import, merge, ls); `common` holds what they share and `report` what search, best
+and trials print. Ctrl-C and SIGTERM stop a command the same way: exit 130, after a search has
+cancelled and recorded its trials in flight. A command parses, calls the library and prints; the work is elsewhere
+(`tuner.pipeline.run_search` for a search). Heavy imports stay inside the commands, so
+`tuner --help` loads neither torch nor SQLAlchemy.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+import traceback
+from typing import Iterator
+
+from tuner.cli.db import add_db_parser
+from tuner.cli.explain import add_explain_parser
+from tuner.cli.results import add_results_parsers
+from tuner.cli.search import add_search_parser
+from tuner.errors import TunerError
+from tuner.settings import Settings
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tuner", description="Autotune torch.compile by measurement.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_search_parser(sub)
+    add_results_parsers(sub)        # best, trials
+    add_db_parser(sub)              # db upgrade, check, export, import, merge, ls
+    add_explain_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit status (argparse exits with 2 on a malformed command line)."""
+    args = build_parser().parse_args(argv)
+    settings = Settings.from_env()
+    if getattr(args, "db", None):
+        settings = dataclasses.replace(settings, db_url=args.db)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        with sigterm_interrupts():
+            return args.func(args, settings)
+    except TunerError as exc:
+        if args.debug or settings.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        if args.debug or settings.debug:
+            traceback.print_exc()
+        print(f"error: {_interrupted(args)}", file=sys.stderr)
+        return 130
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    if args.command != "search":
+        return "interrupted"
+    return (f"interrupted; the trials in flight were cancelled and the finished ones are stored; "
+            f"continue with: tuner search {args.model} --resume")
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that a search
+    stopped by `kill` or a scheduler also stops its trials and records them. Only in the main
+    thread (where Python runs signal handlers); the previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")

@@ -1,0 +1,41 @@
+"""What every command module of the CLI shares: adding a command, the `--db` option, tables."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable, Sequence
+
+from tuner.settings import Settings
+
+Command = Callable[[argparse.Namespace, Settings], int]
+DB_HELP = "database URL (default: $TUNER_DB or the per-user SQLite file)"
+
+# Every command accepts --debug too, so it works after the command (`tuner search m.py --debug`)
+# as well as before it. SUPPRESS: a command that was not given it keeps the top level's value.
+_DEBUG = argparse.ArgumentParser(add_help=False)
+_DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+
+
+def add_command(subparsers: Any, name: str, func: Command | None, *, help: str) -> argparse.ArgumentParser:
+    """Add command `name` running `func(args, settings)` (None for a group of subcommands)."""
+    parser = subparsers.add_parser(name, help=help, parents=[_DEBUG])
+    if func is not None:
+        parser.set_defaults(func=func)
+    return parser
+
+
+def add_db_option(parser: argparse.ArgumentParser) -> None:
+    """The one `--db URL` option; `tuner.cli.main` puts its value into `Settings.db_url`."""
+    parser.add_argument("--db", metavar="URL", help=DB_HELP)
+
+
+def format_table(rows: Sequence[Sequence[str]], *, rule: bool = False) -> str:
+    """Rows of cells as left-aligned columns two spaces apart; the first row is the header.
+
+    The last column is not padded and no line ends in spaces. `rule` puts a line of
+    dashes under the header.
+    """
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    if rule:
+        lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""`tuner search MODEL`: parse the flags, call `tuner.pipeline.run_search`, print what it reports."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tuner.cli.common import add_command, add_db_option
+from tuner.settings import Settings
+
+if TYPE_CHECKING:
+    from tuner.cli.report import Progress
+    from tuner.pipeline import SearchInterrupted, SearchResult, Target
+    from tuner.storage.records import StudyInfo, TrialRecord
+
+
+def add_search_parser(subparsers: Any) -> None:
+    s = add_command(subparsers, "search", cmd_search, help="search compile configs for a model file and store the best")
+    s.add_argument("model", help="Python file defining get_model() and get_inputs()")
+    s.add_argument("--trials", type=int, default=30, help="trials in the study (default 30)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--sampler", default="tpe", help="tpe (default) or random")
+    s.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline per trial in seconds")
+    s.add_argument("--space", metavar="FILE", help="JSON search-space file (default: the built-in space)")
+    s.add_argument("--unsafe", action="store_true", help="include knobs that change numerics")
+    s.add_argument("--resume", action="store_true", help="continue the last study of this model and platform")
+    s.add_argument("--workers", type=int, default=1, help="trials in flight at once (default 1)")
+    s.add_argument("--executor", default="ray", help="ray (default when installed) or local")
+    s.add_argument("--address", default=None, help="Ray cluster address (implies --executor ray)")
+    s.add_argument("--platform", default=None, metavar="KEY",
+                   help="platform key to tune for (a Ray node must advertise it), or 'all' in the cluster")
+    s.add_argument("--repeat", type=int, default=20, help="timed samples per trial (default 20)")
+    s.add_argument("--rounds", type=int, default=15, help="paired rounds when confirming finalists (default 15)")
+    s.add_argument("--threads", type=int, default=None, help="torch threads while measuring")
+    s.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="memory cap of each trial process, e.g. 4G or 512M (a trial past it is recorded as crashed)")
+    add_db_option(s)
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    """Exit 0 when every platform's search stored a verdict, 1 when one had no correct trial.
+    Interrupted (SearchInterrupted), it prints the summary of what finished and lets the
+    interrupt go on to `tuner.cli.main` (exit 130)."""
+    from tuner.memory_limit import parse_size_mb
+    from tuner.pipeline import Execution, SearchInterrupted, run_search
+    from tuner.search import SearchOptions
+    from tuner.trial import MeasureSpec
+
+    # Flags first, then the environment's settings; the options check themselves (UsageError).
+    memory_limit_mb = None if args.memory_limit is None else parse_size_mb(args.memory_limit)
+    spec = MeasureSpec(model_path=args.model, seed=args.seed, threads=args.threads or settings.threads or None,
+                       repeat=args.repeat, timeout_s=args.timeout or settings.trial_timeout_s,
+                       memory_limit_mb=memory_limit_mb)
+    options = SearchOptions(measure=spec, trials=args.trials, sampler=args.sampler, seed=args.seed,
+                            resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe)
+    execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform)
+    printer = SearchPrinter(args.trials)
+    try:
+        results = run_search(options, execution=execution, settings=settings, events=printer)
+    except SearchInterrupted as stop:
+        printer.interrupted(stop)
+        raise
+    finally:
+        printer.close()
+    return max(0 if result.verdict is not None else 1 for result in results)
+
+
+class SearchPrinter:
+    """The search's `SearchEvents` as the terminal shows them: notices and the "tuning" line on
+    stderr, the progress line while trials run, then each platform's summary table on stdout."""
+
+    def __init__(self, trials: int):
+        self.trials = trials
+        self.progress: Progress | None = None
+
+    def prepared(self, target: Target) -> None:
+        for notice in target.space.notices:
+            print(f"notice: {notice}", file=sys.stderr)
+
+    def starting(self, target: Target, *, database: str) -> None:
+        workload, platform = target.workload, target.platform
+        print(f"tuning {workload.name} ({len(workload.graphs)} graph(s), workload {workload.key[:12]}) "
+              f"on {platform.describe()} [platform {platform.key[:12]}]; database {database}", file=sys.stderr)
+
+    def searching(self, study: StudyInfo, *, done: int) -> None:
+        from tuner.cli.report import Progress
+
+        self.progress = Progress(self.trials, done=done)
+
+    def trial_done(self, record: TrialRecord) -> None:
+        if self.progress is not None:
+            self.progress.update(record)
+
+    def finished(self, result: SearchResult) -> None:
+        from tuner.cli.report import summary_table
+
+        self.close()
+        if result.verdict is None:
+            print("no trial ran correctly: Inductor's defaults stay; see `tuner trials` for the errors")
+            return
+        if result.outcome.exhausted:
+            print("note: the search space ran out of new candidates before --trials was reached", file=sys.stderr)
+        print(summary_table(result.verdict))
+
+    def interrupted(self, stop: SearchInterrupted) -> None:
+        """The summary of what finished before an interrupt; nothing was confirmed or stored."""
+        from tuner.cli.report import interrupted_summary
+
+        self.close()
+        print(interrupted_summary(stop.outcome, total=self.trials, confirming=stop.confirming))
+
+    def close(self) -> None:
+        """End the progress line (on a terminal); also when the search stops with an error."""
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None

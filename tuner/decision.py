@@ -1,0 +1,157 @@
+"""Decisions: which stored config applies to one graph on one platform, as a pure function.
+
+`decide_tier` holds the tier rules; it reads no database and keeps no state, so it is
+tested with hand-made values. `tuner.lookup.Lookup` feeds it the rows the store returns
+(and turns its failures into Inductor's defaults); `tuner.explanation` words its result.
+Two tiers, in order:
+
+1. **exact**: a config stored for this graph key on exactly this platform key;
+2. **same-hardware**: a config stored for this graph key on a platform with the same
+   hardware key but other software (torch, triton, CUDA, Python, tuner versions), used
+   only after `compiler.compile_config` re-validates every knob name and value type
+   against the allow-list and the installed torch. The same torch version is tried
+   first, then the newest config.
+
+Anything else is a miss: Inductor's defaults.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from tuner.errors import SpaceError
+from tuner.text import key_values
+
+if TYPE_CHECKING:
+    from tuner.compiler import CompileConfig
+    from tuner.keys import Platform
+    from tuner.storage import BestConfig
+
+
+class Tier(str, enum.Enum):
+    EXACT = "exact"                    # this graph on this platform
+    SAME_HARDWARE = "same-hardware"    # this graph on this hardware, other software versions
+    MISS = "miss"                      # nothing stored that applies
+    UNAVAILABLE = "unavailable"        # the database or the stored config could not be used
+
+
+@dataclass(frozen=True)
+class StoredElsewhere:
+    """A config stored for the same graph on another platform, and why it was not used."""
+
+    platform: "Platform"
+    best: "BestConfig"
+    why_not: str                       # one line, e.g. "other hardware: AMD EPYC ... (cpu)"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to compile one graph with, and why.
+
+    `config` is `CompileConfig()` (Inductor's defaults) unless a stored config applies.
+    A hit whose stored verdict is "defaults won" has tier EXACT/SAME_HARDWARE and a default
+    `config`. `source` is the platform the applied config was measured on.
+    """
+
+    graph_key: str
+    platform: "Platform | None"        # None only when the platform itself could not be read
+    tier: Tier
+    config: "CompileConfig"
+    reason: str                        # one line for logs and `tuner explain`
+    best: "BestConfig | None" = None
+    source: "Platform | None" = None
+    elsewhere: tuple[StoredElsewhere, ...] = ()
+
+    @property
+    def hit(self) -> bool:
+        return self.tier in (Tier.EXACT, Tier.SAME_HARDWARE)
+
+
+def short(key: str) -> str:
+    return key[:12]
+
+
+def decide_tier(graph_key: str, platform: "Platform",
+                stored_rows: Sequence[tuple["BestConfig", "Platform"]]) -> Decision:
+    """The decision for `graph_key` on `platform`, given every (best config, its platform)
+    stored for that graph key (`Store.best_configs_for_graph`). Reads nothing else.
+
+    Raises SpaceError when the exact-tier config does not validate (the caller decides
+    what that means; `Lookup` falls back to defaults). A same-hardware config that does not
+    validate is skipped and named in `elsewhere`. A miss returns tier MISS.
+    """
+    from tuner.compiler import CompileConfig
+
+    exact = [(b, p) for b, p in stored_rows if p.key == platform.key]
+    if exact:
+        best, source = exact[0]
+        others = tuple(StoredElsewhere(p, b, _why_not(p, platform)) for b, p in stored_rows if p.key != platform.key)
+        return Decision(graph_key=graph_key, platform=platform, tier=Tier.EXACT, config=_config_of(best),
+                        reason=f"tuned for this graph on this platform ({_label(best)})",
+                        best=best, source=source, elsewhere=others)
+
+    same_hw = [(b, p) for b, p in stored_rows if p.hardware_key == platform.hardware_key]
+    mine = dict(platform.software)
+    same_hw.sort(key=lambda bp: (dict(bp[1].software).get("torch") != mine.get("torch"), -_timestamp(bp[0])))
+    rejected: dict[int, str] = {}
+    for best, source in same_hw:
+        try:
+            config = _config_of(best)
+        except SpaceError as exc:
+            rejected[id(best)] = f"same hardware, {_software_diff(source, platform)}; rejected: {exc}"
+            continue
+        others = tuple(StoredElsewhere(p, b, rejected.get(id(b)) or _why_not(p, platform))
+                       for b, p in stored_rows if b is not best)
+        return Decision(graph_key=graph_key, platform=platform, tier=Tier.SAME_HARDWARE, config=config,
+                        reason=(f"tuned for this graph on this hardware under "
+                                f"{_software_diff(source, platform)}; knobs re-validated against "
+                                f"this torch ({_label(best)})"),
+                        best=best, source=source, elsewhere=others)
+    elsewhere = tuple(StoredElsewhere(p, b, rejected.get(id(b)) or _why_not(p, platform)) for b, p in stored_rows)
+    if not stored_rows:
+        reason = "no config is stored for this graph on any platform"
+    else:
+        reason = f"this graph is tuned on {len(stored_rows)} other platform(s), none usable here"
+    return Decision(graph_key=graph_key, platform=platform, tier=Tier.MISS, config=CompileConfig(),
+                    reason=reason, elsewhere=elsewhere)
+
+
+def _config_of(best: "BestConfig") -> "CompileConfig":
+    """The stored config as a CompileConfig, re-validated against this torch (SpaceError if not)."""
+    from tuner.compiler import CompileConfig, compile_config
+
+    return CompileConfig() if best.is_default else compile_config(dict(best.params))
+
+
+def _why_not(source: "Platform", platform: "Platform") -> str:
+    if source.hardware_key != platform.hardware_key:
+        return f"other hardware: {_hardware_diff(source, platform)}"
+    return f"same hardware, {_software_diff(source, platform)}; another stored config was preferred"
+
+
+def _label(best: "BestConfig") -> str:
+    if best.is_default:
+        return "Inductor's defaults won"
+    knobs = key_values(sorted(best.params.items()))
+    return f"{knobs}; speedup {best.speedup:.3f}x [{best.ci_low:.3f}, {best.ci_high:.3f}]"
+
+
+def _timestamp(best: "BestConfig") -> float:
+    return best.created_at.timestamp() if best.created_at is not None else 0.0
+
+
+def _hardware_diff(other: "Platform", mine: "Platform") -> str:
+    """What differs in hardware, e.g. "threads 4 here, 2 there"."""
+    a, b = dict(mine.hardware), dict(other.hardware)
+    diffs = [f"{k} {a.get(k, '-')!s} here, {b.get(k, '-')!s} there" for k in sorted(set(a) | set(b))
+             if a.get(k) != b.get(k)]
+    if other.device != mine.device:
+        diffs.insert(0, f"device {mine.device} here, {other.device} there")
+    return "; ".join(diffs) or "same hardware fields, other hardware key"
+
+
+def _software_diff(other: "Platform", mine: "Platform") -> str:
+    a, b = dict(mine.software), dict(other.software)
+    diffs = [f"{k} {b.get(k, '-')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return "other software (" + ", ".join(diffs) + ")" if diffs else "other software"

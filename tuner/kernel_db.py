@@ -1,0 +1,114 @@
+"""The tuning database as `tuner.autotune` uses it: read before a search, written after one.
+
+Never breaks the user's program. A missing database is a miss (the first save creates it,
+with the current schema). A database that cannot be used (corrupt, unreachable, locked
+past `Settings.lookup_timeout_s`, on another schema revision, read-only when saving) turns
+into one `KernelWarning` for the whole process, naming the database and the fix; the kernels
+are then tuned in the process without storing, and that database is not opened again.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import warnings
+from typing import TYPE_CHECKING
+
+from tuner.errors import StorageError
+from tuner.keys import Platform
+from tuner.settings import Settings
+
+if TYPE_CHECKING:
+    from tuner.storage.kernels import KernelConfig
+
+log = logging.getLogger("tuner.kernels")
+
+
+class KernelWarning(UserWarning):
+    """The tuning database could not be used for kernel configs, or timings mean nothing."""
+
+
+_lock = threading.Lock()
+_failed: dict[str, str] = {}          # database URL -> why it is not used in this process
+_warned: set[str] = set()             # topics already warned about in this process
+
+
+def warn_once(topic: str, message: str) -> None:
+    """One KernelWarning per topic per process; repeats go to the `tuner.kernels` logger."""
+    with _lock:
+        first = topic not in _warned
+        _warned.add(topic)
+    if first:
+        warnings.warn(message, KernelWarning, stacklevel=3)
+    else:
+        log.info("%s", message)
+
+
+class KernelDatabase:
+    """The database at `url` (None: `Settings.from_env().db_url`, read at first use)."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self._url = url
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = Settings.from_env()
+        return self._settings
+
+    @property
+    def url(self) -> str:
+        return self._url or self.settings.db_url
+
+    def usable(self) -> bool:
+        """False once this database failed in this process."""
+        return self.url not in _failed
+
+    def find(self, kernel_key: str, platform_key: str) -> "KernelConfig | None":
+        """The stored config for the kernel key on this platform. None on a miss, on a
+        missing database, and on a database that cannot be used (warned about once)."""
+        from tuner.storage import Store
+        from tuner.storage.kernels import find_kernel_config
+        from tuner.storage.urls import parse_url, sqlite_path
+
+        if not self.usable():
+            return None
+        try:
+            path = sqlite_path(parse_url(self.url))
+            if path is not None and not path.exists():
+                return None
+            with Store.open(self.url, readonly=True,
+                            connect_timeout_s=self.settings.lookup_timeout_s) as store:
+                return find_kernel_config(store, kernel_key, platform_key)
+        except StorageError as exc:
+            self._fail(exc, "tuning kernels in this process without storing their configs")
+            return None
+
+    def save(self, record: "KernelConfig", platform: Platform) -> bool:
+        """Offer a search's winner (kept only if better, see `save_kernel_config`); returns
+        whether it was stored. Creates a missing database. False, warned about once, when
+        the database cannot be used."""
+        from tuner.storage import Store, ensure_schema
+        from tuner.storage.kernels import save_kernel_config
+
+        if not self.usable():
+            return False
+        try:
+            ensure_schema(self.url)
+            with Store.open(self.url) as store:     # waits for other writers up to 5 s
+                store.ensure_platform(platform)
+                return save_kernel_config(store, record)
+        except StorageError as exc:
+            self._fail(exc, "the kernel configs found here are not stored")
+            return False
+
+    def provenance(self) -> tuple[str, str]:
+        """(user, host) to record with a saved config."""
+        return self.settings.user, socket.gethostname()
+
+    def _fail(self, exc: StorageError, consequence: str) -> None:
+        with _lock:
+            _failed[self.url] = str(exc)
+        warn_once(f"db:{self.url}", f"tuner.autotune: {exc}; {consequence} "
+                                    f"(tuner will not use this database again in this process)")

@@ -1,0 +1,102 @@
+"""The driver's connection to Ray: a local cluster started for one run, or a cluster joined by address.
+
+`connect` starts or joins with token authentication, quietly, from a neutral working
+directory, and returns the `RaySession` whose `close` undoes it. Ray is imported lazily.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
+
+from tuner.workers.placement import platform_resource
+
+
+@dataclass
+class RaySession:
+    """What `connect` set up: whether it started the cluster (then `close` shuts it down), and
+    the empty folder the driver connected from (removed by `close`)."""
+
+    owns_cluster: bool
+    driver_dir: str
+
+    def close(self) -> None:
+        import ray
+
+        if self.owns_cluster and ray.is_initialized():
+            ray.shutdown()
+        shutil.rmtree(self.driver_dir, ignore_errors=True)   # workers skip a sys.path folder that is gone
+
+
+def connect(address: str | None, *, platform_key: str | None, device: str, capacity: int) -> RaySession:
+    """Join the cluster at `address` ("auto", "HOST:PORT"), or with None or "local" start one on
+    this machine that advertises `platform_key` (default: this machine's for `device`), with
+    dashboard on 127.0.0.1 and token authentication on, and at least `capacity` logical CPUs."""
+    import ray
+
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    previous = auth_log.level
+    auth_log.setLevel(logging.ERROR)   # Ray's notice that auth is on ends with how to turn it off
+    try:
+        if address and address != "local":
+            _token_auth_if_token_available()
+            with _neutral_directory() as driver_dir:
+                ray.init(address=address, **quiet)
+            return RaySession(owns_cluster=False, driver_dir=driver_dir)
+        if platform_key is None:
+            from tuner.platform import current_platform
+            platform_key = current_platform(device).key
+        # "local" always starts a new cluster, even when RAY_ADDRESS is set. At least one
+        # logical CPU per worker: Ray keeps that many idle worker processes warm rather
+        # than killing and restarting them between trials.
+        with _neutral_directory() as driver_dir:
+            ray.init(address="local", num_cpus=max(os.cpu_count() or 1, capacity),
+                     resources={platform_resource(platform_key): 1.0},
+                     include_dashboard=None, dashboard_host="127.0.0.1", **quiet)
+        return RaySession(owns_cluster=True, driver_dir=driver_dir)
+    finally:
+        auth_log.setLevel(previous)
+
+
+@contextlib.contextmanager
+def _neutral_directory() -> Iterator[str]:
+    """Connect from a new, empty folder, not the caller's working directory.
+
+    Ray puts the driver's working directory first on every worker's sys.path (the job's
+    `py_driver_sys_path`, fixed when `ray.init` connects). Started in a source checkout, that is
+    the repository root, whose `tuner/` folder (without the storage/workers subpackages) would
+    shadow the installed package in every worker. The processes of a local cluster start in
+    the folder, so it lives until `RaySession.close`. (The working directory is process-wide:
+    build the executor before starting threads that open relative paths.)
+    """
+    driver_dir = tempfile.mkdtemp(prefix="tuner-ray-driver-")
+    previous = os.getcwd()
+    os.chdir(driver_dir)
+    try:
+        yield driver_dir
+    except BaseException:
+        shutil.rmtree(driver_dir, ignore_errors=True)
+        raise
+    finally:
+        os.chdir(previous)
+
+
+def _token_auth_if_token_available() -> None:
+    """Joining by explicit address, Ray turns token auth on only when RAY_AUTH_MODE says so;
+    with "auto" it does when a token exists. Do the same for any address, so that a user with a
+    token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) joins an authenticated cluster
+    without setting RAY_AUTH_MODE. An explicit RAY_AUTH_MODE is left as it is."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+        from ray._raylet import Config
+    except ImportError:   # a Ray without token authentication
+        return
+    Config.initialize("")   # Ray read RAY_AUTH_* when it was imported; read them again now
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
