@@ -191,3 +191,22 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
                                 f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
         postgres_server.execute(*RESET, database=name)
         _spare.append(name)
+
+
+@pytest.fixture
+def small_disk() -> Iterator[Path]:
+    """A 2 MiB tmpfs: a real file system that runs out of space (root only; skipped otherwise),
+    in a folder the PostgreSQL server's user can reach."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    folder = Path(tempfile.mkdtemp(prefix="tuner-disk-"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        folder.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+        folder.rmdir()

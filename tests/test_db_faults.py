@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -209,27 +208,6 @@ def test_backend_tuner_compiles_past_a_locked_table(postgres_url: str, tmp_path:
 
 
 # ------------------------------------------------------------ a disk that fills up
-
-
-@pytest.fixture
-def small_disk() -> Iterator[Path]:
-    """A 2 MiB tmpfs, a real file system that runs out of space (root only), in a folder the
-    PostgreSQL server's user can reach."""
-    import tempfile
-
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    folder = Path(tempfile.mkdtemp(prefix="tuner-disk-"))
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs",
-                              str(folder)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        folder.rmdir()
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-        folder.rmdir()
 
 
 @pytest.fixture

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,24 +47,6 @@ def model_hanging_on_third_load(folder: Path) -> tuple[Path, Path]:
     model = folder / "model.py"
     model.write_text(HANGS_ON_THIRD_LOAD.format(counter=str(counter)) + (MODELS / "tiny_mlp.py").read_text())
     return model, counter
-
-
-@pytest.fixture
-def small_disk() -> Iterator[Path]:
-    """A 2 MiB tmpfs (root only)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    folder = Path(tempfile.mkdtemp(prefix="tuner-disk-"))
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        folder.rmdir()
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-        folder.rmdir()
 
 
 def fill(folder: Path) -> Path:
