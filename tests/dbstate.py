@@ -61,3 +61,17 @@ def sqlite_schema(path: Path) -> list[tuple]:
         return sorted(connection.execute("SELECT type, name, sql FROM sqlite_master"))
     finally:
         connection.close()
+
+
+def damage_index(path: Path, index: str = "ix_best_configs_platform_id") -> None:
+    """Flip the last 16 bytes of `index`'s root page in the SQLite file at `path`: the index
+    no longer matches its table, which `PRAGMA integrity_check` reports."""
+    connection = sqlite3.connect(path)
+    page_size, = connection.execute("PRAGMA page_size").fetchone()
+    root, = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
+    connection.close()
+    with path.open("r+b") as raw:
+        raw.seek(root * page_size - 16)
+        tail = raw.read(16)
+        raw.seek(root * page_size - 16)
+        raw.write(bytes(b ^ 0x01 for b in tail))

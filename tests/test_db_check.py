@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dbstate import damage_index
 from fixtures import make_fixtures
 from tuner.storage import check_database, head_revision
 from tuner.storage.models import Base
@@ -56,16 +57,7 @@ def test_healthy_sqlite(tmp_path: Path) -> None:
 
 def test_damaged_sqlite(tmp_path: Path) -> None:
     path = committed(HEAD, tmp_path)
-    connection = sqlite3.connect(path)
-    page_size, = connection.execute("PRAGMA page_size").fetchone()
-    root, = connection.execute("SELECT rootpage FROM sqlite_master "
-                               "WHERE name = 'ix_best_configs_platform_id'").fetchone()
-    connection.close()
-    with path.open("r+b") as raw:                     # flip the index entries at the page's end
-        raw.seek(root * page_size - 16)
-        tail = raw.read(16)
-        raw.seek(root * page_size - 16)
-        raw.write(bytes(b ^ 0x01 for b in tail))
+    damage_index(path, "ix_best_configs_platform_id")
     before = fingerprint(tmp_path)
     report = check_database(f"sqlite:///{path}")
     assert report.status == "corrupt" and not report.ok

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import sqlite3
 from pathlib import Path
 
+from dbstate import damage_index
 from fixtures import make_fixtures
 from helpers import run_main
 
@@ -45,16 +45,7 @@ def test_the_environments_database_is_checked_without_db(tmp_path: Path) -> None
 
 def test_a_damaged_database_exits_1_naming_the_fix(tmp_path: Path) -> None:
     path = copy_of(HEAD, tmp_path)
-    connection = sqlite3.connect(path)
-    page_size, = connection.execute("PRAGMA page_size").fetchone()
-    root, = connection.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' AND "
-                               "tbl_name = 'best_configs' ORDER BY name LIMIT 1").fetchone()
-    connection.close()
-    with path.open("r+b") as raw:                     # flip the index entries at the page's end
-        raw.seek(root * page_size - 16)
-        tail = raw.read(16)
-        raw.seek(root * page_size - 16)
-        raw.write(bytes(b ^ 0x01 for b in tail))
+    damage_index(path, "ix_best_configs_platform_id")
     before = digest(path)
     ran = run_main("db", "check", "--db", f"sqlite:///{path}")
     assert ran.returncode == 1

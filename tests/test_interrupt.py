@@ -22,10 +22,10 @@ import pytest
 from dbstate import dump, sqlite_integrity
 from faults import FAULTY, fault_plan
 from helpers import cli_env
-from test_driver import replay, store, target  # noqa: F401  (store and target are fixtures)
+from test_driver import replay, search, store, target  # noqa: F401  (store and target are fixtures)
 from test_storage import make_study, trial
 from tuner.confirm import ConfirmRequest
-from tuner.search import Driver, SearchInterrupted, SearchOptions, Target, open_study
+from tuner.search import SearchInterrupted, Target
 from tuner.storage import Store
 from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
 from tuner.workers.local import LocalExecutor
@@ -53,15 +53,6 @@ class InterruptedWhileWaiting(ReplayExecutor):
     def cancel(self) -> None:
         self.stopped.extend(self._pending)
         super().cancel()
-
-
-def search(target: Target, store: Store, executor, trials: int, *, resume: bool = False):
-    job = SearchOptions(measure=MeasureSpec("recorded.py"), trials=trials, resume=resume)
-    study = open_study(job, target, store, user="tester")
-    driver = Driver(job, target, store=store, executor=executor)
-    if resume:
-        driver.replay(store.trials(study.id))
-    return driver.run(study)
 
 
 def test_an_interrupt_records_the_trials_in_flight_as_cancelled_and_resume_measures_them(
