@@ -1,24 +1,38 @@
 """Exchange files: best configs as versioned JSON with a checksum; import, export and merge.
 
-The format (version 1), one JSON object and nothing else (never pickle):
+The format (version 2), one JSON object and nothing else (never pickle):
 
-    {"format": "tuner-exchange", "version": 1, "checksum": "sha256:<hex>",
+    {"format": "tuner-exchange", "version": 2, "checksum": "sha256:<hex>",
      "exported_at": "<ISO 8601 UTC>", "exported_by": {"user", "host", "tuner_version"},
      "platforms": [{"key", "hardware_key", "software_key", "device", "hardware", "software"}],
      "workloads": [{"key", "name", "graphs": [{"index", "key", "num_nodes", "input_meta", "code"}]}],
      "records":   [{"graph_key", "platform_key", "workload_key", "params", "is_default",
                     "speedup", "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms",
                     "user", "host", "tuner_version", "torch_version", "triton_version",
-                    "created_at"}]}
+                    "created_at", "eager", "unfrozen_params", "unfrozen_speedup",
+                    "search_speedup"}]}
+
+Version 2 added the last four record keys (`BestConfig`'s fields of the same names: an eager
+verdict, the config without freezing beside a freezing winner and its speedup, the winner's
+speedup during the search); `unfrozen_params`, `unfrozen_speedup` and `search_speedup` may be
+null. This tuner writes version 2 and reads versions 1 and 2: a version-1 record has exactly
+the other keys and reads as eager false with the three others null. A tuner that knows only
+version 1 refuses a version-2 file by name ("upgrade tuner") instead of dropping a verdict
+it cannot apply.
 
 The checksum is the sha256 of the canonical JSON (sorted keys, no spaces) of the object
 without its "checksum" member, so it does not depend on the file's layout.
 
 An import is validated whole before anything is written: size, JSON, format and version,
 checksum, then every object (required keys, no unknown keys, types, string sizes, finite
-numbers), every platform, graph and workload key against a hash of its content, and every
-knob against the allow-list (`tuner.search_spaces.validate_params`). Then `Store.apply_snapshot`
-writes everything in one transaction. Any problem raises ExchangeError and writes nothing.
+numbers), every platform, graph and workload key against a hash of its content, every
+knob (in `params` and `unfrozen_params`) against the allow-list
+(`tuner.search_spaces.validate_params`), and the verdict's consistency: an eager record has
+empty params and is not default; `unfrozen_params` only beside params that turn freezing on,
+and without freezing itself; `unfrozen_speedup` only with `unfrozen_params`; speedups > 0.
+Then `Store.apply_snapshot` writes everything in one transaction. Any problem raises
+ExchangeError and writes nothing. The records (their keys per version, how they are written
+and checked) live in `tuner.storage.exchange_records`.
 """
 from __future__ import annotations
 
@@ -31,19 +45,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import ExchangeError, SpaceError
-from tuner.jsoncheck import Invalid, check_fields, check_string, check_text_map, loads_strict, show
+from tuner.errors import ExchangeError
+from tuner.jsoncheck import Invalid, check_fields, check_text_map, loads_strict, show
 from tuner.keys import (GraphFingerprint, Platform, Workload, canonical_json, graph_key, platform_from_parts,
                         workload_key)
+from tuner.storage.exchange_records import RECORD_LENGTHS, record_best, record_json
 from tuner.storage.provenance import utc_iso
-from tuner.storage.records import ApplyReport, BestConfig, Snapshot
+from tuner.storage.records import ApplyReport, Snapshot
 from tuner.storage.store import Store
 from tuner.storage.urls import safe_url
 
 FORMAT = "tuner-exchange"
-VERSION = 1
+VERSION = 2
 MAX_FILE_BYTES = 64 * 2**20
-MAX_STRING = 4096                       # bytes of UTF-8, for every string but the two below
 MAX_GRAPH_CODE = 2**20                  # a graph's canonical text
 MAX_INPUT_META = 256 * 2**10
 MAX_ENTRIES = 64                        # keys of a platform's hardware or software
@@ -55,15 +69,8 @@ _PLATFORM = {"key": str, "hardware_key": str, "software_key": str, "device": str
              "hardware": dict, "software": dict}
 _WORKLOAD = {"key": str, "name": str, "graphs": list}
 _GRAPH = {"index": int, "key": str, "num_nodes": int, "input_meta": str, "code": str}
-_RECORD = {"graph_key": str, "platform_key": str, "workload_key": str, "params": dict,
-           "is_default": bool, "speedup": float, "ci_low": float, "ci_high": float,
-           "rounds": int, "latency_ms": (float, None), "baseline_ms": (float, None),
-           "user": str, "host": str, "tuner_version": str, "torch_version": str,
-           "triton_version": str, "created_at": str}
-_LENGTHS = {"key": 128, "hardware_key": 128, "software_key": 128, "device": 16,
-            "graph_key": 128, "platform_key": 128, "workload_key": 128, "name": 255,
-            "user": 255, "host": 255, "tuner_version": 64, "torch_version": 128,
-            "triton_version": 128, "code": MAX_GRAPH_CODE, "input_meta": MAX_INPUT_META}
+_LENGTHS = {**RECORD_LENGTHS, "key": 128, "hardware_key": 128, "software_key": 128,
+            "device": 16, "name": 255, "code": MAX_GRAPH_CODE, "input_meta": MAX_INPUT_META}
 
 
 @dataclass(frozen=True)
@@ -91,19 +98,10 @@ def to_document(snapshot: Snapshot, *, user: str, host: str, tuner_version: str,
                       for p in snapshot.platforms],
         "workloads": [{"key": w.key, "name": w.name, "graphs": [asdict(g) for g in w.graphs]}
                       for w in snapshot.workloads],
-        "records": [_record(b) for b in snapshot.bests],
+        "records": [record_json(b) for b in snapshot.bests],
     }
     document["checksum"] = checksum_of(document)
     return document
-
-
-def _record(best: BestConfig) -> dict[str, Any]:
-    assert best.created_at is not None
-    floats = {name: None if getattr(best, name) is None else float(getattr(best, name))
-              for name in ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms")}
-    return {**{name: getattr(best, name) for name in _RECORD}, **floats,
-            "params": dict(best.params), "rounds": int(best.rounds),
-            "created_at": utc_iso(best.created_at)}
 
 
 def checksum_of(document: dict[str, Any]) -> str:
@@ -199,8 +197,8 @@ def _validate(document: Any, name: str) -> Snapshot:
     check_fields(document["exported_by"], _BY, "exported_by", lengths=_LENGTHS)
     platforms = _platforms(document["platforms"])
     workloads = _workloads(document["workloads"])
-    bests = tuple(_best(record, index, platforms) for index, record in
-                  enumerate(document["records"]))
+    bests = tuple(record_best(record, f"record {index}", version=version, platforms=platforms)
+                  for index, record in enumerate(document["records"]))
     return Snapshot(platforms=tuple(platforms.values()), workloads=workloads, bests=bests)
 
 
@@ -246,51 +244,6 @@ def _workloads(items: list[Any]) -> tuple[Workload, ...]:
             raise Invalid(f"{where}: workload {item['key']} is listed twice")
         workloads[item["key"]] = Workload(key=item["key"], name=item["name"], graphs=tuple(graphs))
     return tuple(workloads.values())
-
-
-def _best(record: Any, index: int, platforms: dict[str, Platform]) -> BestConfig:
-    where = f"record {index}"
-    check_fields(record, _RECORD, where, lengths=_LENGTHS)
-    where = f"record {index} (graph {record['graph_key'][:12]})"
-    if record["platform_key"] not in platforms:
-        raise Invalid(f"{where}: platform {record['platform_key']} is not in the file's platforms")
-    _check_params(record["params"], where)
-    if record["is_default"] and record["params"]:
-        raise Invalid(f"{where}: a default-is-best record must have empty params")
-    speedup, low, high = record["speedup"], record["ci_low"], record["ci_high"]
-    if not (0 < low <= high and 0 < speedup) or record["rounds"] < 1:
-        raise Invalid(f"{where}: evidence must have 0 < ci_low <= ci_high, speedup > 0 and "
-                       f"rounds >= 1")
-    for name in ("latency_ms", "baseline_ms"):
-        if record[name] is not None and record[name] < 0:
-            raise Invalid(f"{where}: {name} must not be negative")
-    try:
-        created = datetime.fromisoformat(record["created_at"])
-    except ValueError:
-        raise Invalid(f"{where}: created_at {show(record['created_at'])} is not an ISO 8601 "
-                       f"time") from None
-    if created.tzinfo is None:
-        raise Invalid(f"{where}: created_at must name its time zone (e.g. +00:00)")
-    fields = {name: record[name] for name in _RECORD if name != "created_at"}
-    for name in ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms"):
-        fields[name] = None if fields[name] is None else float(fields[name])
-    return BestConfig(**fields, created_at=created.astimezone(timezone.utc))
-
-
-def _check_params(params: dict[str, Any], where: str) -> None:
-    from tuner.search_spaces import validate_params
-
-    for key, value in params.items():
-        check_string(key, f"{where}: knob name", 128)
-        if isinstance(value, str):
-            check_string(value, f"{where}: {key}", MAX_STRING)
-        elif not (value is None or isinstance(value, (bool, int, float))):
-            raise Invalid(f"{where}: knob {show(key)} has a {type(value).__name__} value; "
-                           f"knob values are single JSON scalars")
-    try:
-        validate_params(params)
-    except SpaceError as exc:
-        raise Invalid(f"{where}: {exc}") from None
 
 
 # ---------------------------------------------------------------- import and merge

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, Dialect, Float, ForeignKey, Index, Integer, MetaData,
-                        String, Text, TypeDecorator, UniqueConstraint)
+from sqlalchemy import (JSON, Boolean, DateTime, Dialect, Float, ForeignKey, Index, Integer,
+                        MetaData, String, Text, TypeDecorator, UniqueConstraint, false)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Deterministic constraint names, so migrations (and SQLite batch mode) can refer to them.
@@ -51,6 +51,10 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc)
+
+
+# None is SQL NULL, not the JSON text 'null' (JSON()'s default), in columns that may be empty.
+NULLABLE_JSON = JSON(none_as_null=True)
 
 
 class Base(DeclarativeBase):
@@ -134,6 +138,12 @@ class TrialRow(Base):
     reps: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))
+    threads: Mapped[int | None] = mapped_column(Integer)
+    # Paired against Inductor's defaults in the trial process (NULL for trials before 0004):
+    baseline_ms: Mapped[float | None] = mapped_column(Float)
+    speedup: Mapped[float | None] = mapped_column(Float)
+    speedup_low: Mapped[float | None] = mapped_column(Float)
+    speedup_high: Mapped[float | None] = mapped_column(Float)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 
@@ -166,6 +176,10 @@ class BestConfigRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)      # when it was measured
     source: Mapped[str] = mapped_column(String(16), server_default="search")   # search|import|merge
     origin: Mapped[str] = mapped_column(String(512), server_default="")  # file name or safe URL
+    eager: Mapped[bool] = mapped_column(Boolean, server_default=false())   # run uncompiled
+    unfrozen_params: Mapped[dict[str, Any] | None] = mapped_column(NULLABLE_JSON)
+    unfrozen_speedup: Mapped[float | None] = mapped_column(Float)
+    search_speedup: Mapped[float | None] = mapped_column(Float)
 
 
 class BestHistoryRow(Base):
@@ -203,6 +217,10 @@ class BestHistoryRow(Base):
     source: Mapped[str] = mapped_column(String(16))
     origin: Mapped[str] = mapped_column(String(512))
     kept: Mapped[bool]
+    eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    unfrozen_params: Mapped[dict[str, Any] | None] = mapped_column(NULLABLE_JSON)
+    unfrozen_speedup: Mapped[float | None] = mapped_column(Float)
+    search_speedup: Mapped[float | None] = mapped_column(Float)
 
 
 class KernelConfigRow(Base):

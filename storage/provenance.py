@@ -4,6 +4,11 @@
 graph, platform, knobs, evidence, author and time give the same key. History rows are
 unique by it, so saving, importing or merging a measurement twice stores it once.
 alembic/versions/0002_sharing.py restates this function for the rows it seeds: keep the two equal.
+
+The fields added with schema 0004 (`eager`, `unfrozen_params`, `unfrozen_speedup`,
+`search_speedup`) enter the key only when set (eager true, the others not None), so every
+measurement without them keeps the key it had before: history rows, 0002's seeded rows and
+exchange files written earlier are still recognised when offered again.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ _FLOATS = ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms")
 
 def measurement_key(best: BestConfig) -> str:
     """The hex sha256 of the measurement's canonical JSON. `best.created_at` must be set
-    (and aware); `study_id`, `source` and `origin` are local to a database and not part of it."""
+    (and aware); `study_id`, `source` and `origin` are local to a database and not part of it;
+    the fields of schema 0004 are part of it only when set (see the module docstring)."""
     if best.created_at is None or best.created_at.tzinfo is None:
         raise ValueError("measurement_key needs an aware created_at; set it before saving")
     data: dict[str, Any] = {name: getattr(best, name) for name in KEY_FIELDS}
@@ -31,6 +37,13 @@ def measurement_key(best: BestConfig) -> str:
     data["rounds"], data["is_default"] = int(data["rounds"]), bool(data["is_default"])
     data["params"] = dict(best.params)
     data["created_at"] = best.created_at.astimezone(timezone.utc).isoformat()
+    if best.eager:
+        data["eager"] = True
+    if best.unfrozen_params is not None:
+        data["unfrozen_params"] = dict(best.unfrozen_params)
+    for name in ("unfrozen_speedup", "search_speedup"):
+        if getattr(best, name) is not None:
+            data[name] = float(getattr(best, name))
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 

@@ -106,6 +106,8 @@ def trial_values(study_id: int, record: TrialRecord) -> dict[str, Any]:
                 params=dict(record.params), status=Status(m.status).value,
                 latency_ms=m.latency_ms, spread_ms=m.spread_ms, compile_s=m.compile_s,
                 peak_mem_mb=m.peak_mem_mb, reps=m.reps, error=m.error, worker=m.worker,
+                threads=m.threads, baseline_ms=m.baseline_ms, speedup=m.speedup,
+                speedup_low=m.speedup_low, speedup_high=m.speedup_high,
                 started_at=as_utc(record.started_at), finished_at=as_utc(record.finished_at))
 
 
@@ -121,7 +123,9 @@ def to_trial(row: TrialRow) -> TrialRecord:
     measurement = Measurement(status=Status(row.status), latency_ms=row.latency_ms,
                               spread_ms=row.spread_ms, compile_s=row.compile_s,
                               peak_mem_mb=row.peak_mem_mb, reps=row.reps, error=row.error,
-                              worker=row.worker)
+                              worker=row.worker, threads=row.threads, baseline_ms=row.baseline_ms,
+                              speedup=row.speedup, speedup_low=row.speedup_low,
+                              speedup_high=row.speedup_high)
     return TrialRecord(number=row.number, candidate_key=row.candidate_key, params=row.params,
                        measurement=measurement, started_at=row.started_at,
                        finished_at=row.finished_at)
@@ -129,7 +133,16 @@ def to_trial(row: TrialRow) -> TrialRecord:
 
 _BEST_FIELDS = ("graph_key", "params", "is_default", "speedup", "ci_low", "ci_high", "rounds",
                 "latency_ms", "baseline_ms", "workload_key", "study_id", "user", "host",
-                "tuner_version", "torch_version", "triton_version", "source", "origin")
+                "tuner_version", "torch_version", "triton_version", "source", "origin",
+                "eager", "unfrozen_params", "unfrozen_speedup", "search_speedup")
+
+
+def _best_values(best: BestConfig) -> dict[str, Any]:
+    """The columns of a best config shared by best_configs and best_history, as stored."""
+    values = {name: getattr(best, name) for name in _BEST_FIELDS}
+    values.update(params=dict(best.params), eager=bool(best.eager),
+                  unfrozen_params=None if best.unfrozen_params is None else dict(best.unfrozen_params))
+    return values
 
 
 def versions_of(platform: PlatformRow | Platform) -> tuple[str, str]:
@@ -149,8 +162,8 @@ def upsert_best(session: Session, best: BestConfig, platform_id: int, *,
     default-is-best row refreshes an older default-is-best row. `installed=None` compares
     versions on evidence alone. Returns whether `best` was stored.
     """
-    values = {name: getattr(best, name) for name in _BEST_FIELDS}
-    values.update(params=dict(best.params), platform_id=platform_id,
+    values = _best_values(best)
+    values.update(platform_id=platform_id,
                   created_at=as_utc(best.created_at) or utcnow())
     statement = insert(session, BestConfigRow).values(**values)
     new, old = statement.excluded, BestConfigRow
@@ -182,8 +195,7 @@ def save_best(session: Session, best: BestConfig, platform: PlatformRow, *,
     if session.scalar(select(BestHistoryRow.id).where(BestHistoryRow.measurement_key == key)):
         return False, False          # this measurement was offered before: nothing changes
     stored = upsert_best(session, best, platform.id, installed=installed)
-    fields = {name: getattr(best, name) for name in _BEST_FIELDS}
-    fields["params"] = dict(best.params)
+    fields = _best_values(best)
     session.execute(insert(session, BestHistoryRow).values(
         **fields, platform_id=platform.id, created_at=best.created_at,
         recorded_at=utcnow(), measurement_key=key, kept=stored,

@@ -43,7 +43,13 @@ class BestConfig:
     """The confirmed best config for one graph on one platform, with its evidence and provenance.
 
     `is_default` true means "tuned, and Inductor's defaults won": lookup applies nothing
-    but knows the workload was tuned.
+    but knows the workload was tuned. `eager` true means "tuned, and running the graph
+    uncompiled won" (params {}, is_default false): lookup runs that graph eagerly.
+    When `params` turn freezing on, which only `tuner.compile` can apply, `unfrozen_params`
+    is the config measured beside it for the plain `backend="tuner"` ({}: Inductor's
+    defaults won among the configs without freezing) with its `unfrozen_speedup`; None when
+    `params` do not freeze. `search_speedup` is the winner's figure during the search (its
+    paired trial), kept so reports can show the gap to the confirmed `speedup`.
     """
 
     graph_key: str
@@ -66,6 +72,10 @@ class BestConfig:
     created_at: datetime | None = None   # when it was measured; None: now, when saved
     source: str = "search"           # "search", "import" or "merge"
     origin: str = ""                 # import: the file name; merge: the source URL (no password)
+    eager: bool = False              # the verdict is "run this graph uncompiled"
+    unfrozen_params: dict[str, Any] | None = None   # what backend="tuner" applies when params freeze
+    unfrozen_speedup: float | None = None
+    search_speedup: float | None = None             # the winner's paired speedup in its trial
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from tuner.errors import SchemaOutdated, SchemaTooNew, StorageError
 from tuner.storage.urls import safe_url
 
 VERSION_TABLE = "tuner_alembic_version"
-SCHEMA_HEAD = "0003_kernel_configs"
+SCHEMA_HEAD = "0004_paired_trials"
 
 
 def read_revision(connection: Connection) -> str | None:

@@ -207,7 +207,8 @@ class Store:
         different (torch, triton) versions, the one matching `installed` (default: the
         versions in the platform's software) is kept whatever the numbers. Otherwise an
         existing row is replaced only when `best` has a higher ci_low (on a tie, a higher
-        speedup), or when both are default-is-best and `best` is newer (a refresh).
+        speedup), or when both are default-is-best and `best` is newer (a refresh); an eager
+        verdict is not default-is-best and competes on its evidence like any config.
         Every distinct measurement gets one history row (`best_history`), kept or not; the
         same measurement offered again changes nothing. `created_at=None` means now.
         The platform must be stored first; `study_id` must name a study of this database

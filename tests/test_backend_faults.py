@@ -169,16 +169,20 @@ def test_database_without_a_tuner_schema(tmp_path: Path, tiny) -> None:
     assert_one_warning_and_defaults(f"sqlite:///{path}", tiny, match="tuner db upgrade")
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"no_such_knob_in_this_torch": True}, "no_such_knob_in_this_torch"),
-    ({"max_fusion_size": "big"}, "max_fusion_size"),
-], ids=["unknown-knob", "wrong-type"])
-def test_stored_config_that_does_not_validate(tmp_path: Path, tiny, params: dict, match: str) -> None:
+@pytest.mark.parametrize("params, fields, match", [
+    ({"no_such_knob_in_this_torch": True}, {}, "no_such_knob_in_this_torch"),
+    ({"max_fusion_size": "big"}, {}, "max_fusion_size"),
+    # the config measured without freezing is re-validated like the params
+    ({"max_fusion_size": 8, "freezing": True}, {"unfrozen_params": {"no_such_knob_in_this_torch": True}},
+     "no_such_knob_in_this_torch"),
+], ids=["unknown-knob", "wrong-type", "unknown-knob-in-unfrozen"])
+def test_stored_config_that_does_not_validate(tmp_path: Path, tiny, params: dict, fields: dict,
+                                              match: str) -> None:
     from tuner.lookup import Tier
 
     *_, workload, platform = tiny
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
-    store_configs(url, workload, platform, params)
+    store_configs(url, workload, platform, params, **fields)
     _, _, default, *_ = tiny
     out, caught, lookup = compile_with(url, tiny)
     messages = [str(w.message) for w in caught if w.category.__name__ == "LookupWarning"]

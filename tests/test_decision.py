@@ -1,4 +1,5 @@
-"""The tier rules as a pure function: `decide_tier` on hand-made stored rows, no database."""
+"""The pure rules on hand-made stored rows, no database: `decide_tier` (which stored config
+applies) and `backend_choice` (what a backend applies: only what was measured as such)."""
 from __future__ import annotations
 
 import warnings
@@ -7,7 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import torch
 
-from tuner.decision import Tier, decide_tier
+from tuner.compiler import CompileConfig
+from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, decide_tier
+from tuner.explanation import Explanation, format_explanation
+from tuner.keys import GraphFingerprint
 from tuner.errors import SpaceError
 from tuner.keys import Platform, platform_from_parts
 from tuner.storage import BestConfig
@@ -22,10 +26,12 @@ def platform(*, hardware: dict | None = None, **software: str) -> Platform:
     return platform_from_parts("cpu", {**HARDWARE, **(hardware or {})}, {**SOFTWARE, **software})
 
 
-def best(p: Platform, params: dict, *, minutes: int = 0) -> BestConfig:
-    return BestConfig(graph_key=GRAPH, platform_key=p.key, params=params, is_default=not params,
+def best(p: Platform, params: dict, *, minutes: int = 0, eager: bool = False, unfrozen: dict | None = None,
+         unfrozen_speedup: float | None = None) -> BestConfig:
+    return BestConfig(graph_key=GRAPH, platform_key=p.key, params=params, is_default=not params and not eager,
                       speedup=1.2, ci_low=1.1, ci_high=1.3, rounds=5, latency_ms=1.0, baseline_ms=1.2,
-                      created_at=T0 + timedelta(minutes=minutes))
+                      created_at=T0 + timedelta(minutes=minutes), eager=eager, unfrozen_params=unfrozen,
+                      unfrozen_speedup=unfrozen_speedup)
 
 
 HERE = platform()
@@ -116,3 +122,96 @@ def test_the_guard_turns_an_explanation_bug_into_one_warning() -> None:
         warnings.simplefilter("error")                 # the second failure is logged, not warned
         assert lookup.guarded("explain", 4, broken) is None
     assert lookup.guarded("explain", 5, lambda: "text") == "text"
+
+
+# -- backend_choice: the backend applies only what was measured as such -----------------
+
+FREEZING = {"max_fusion_size": 8, "freezing": True}
+NO_KNOBS: dict = {}
+
+
+def stored(params: dict | None, **kw) -> Decision:
+    """The decision for one stored row on this platform (None: nothing stored, a miss)."""
+    return decide_tier(GRAPH, HERE, [] if params is None else [(best(HERE, params, **kw), HERE)])
+
+
+@pytest.mark.parametrize("row, traced_frozen, applies, knobs, freezing", [
+    # stored row (params, extra fields)            frozen trace  applies              applied knobs  freezes
+    ((NO_KNOBS, dict(eager=True)),                 False, Applies.EAGER,      {},                    False),
+    ((NO_KNOBS, dict(eager=True)),                 True,  Applies.EAGER,      {},                    False),
+    ((NO_KNOBS, {}),                               False, Applies.CONFIG,     {},                    False),
+    (({"max_fusion_size": 8}, {}),                 False, Applies.CONFIG,     {"max_fusion_size": 8}, False),
+    ((FREEZING, dict(unfrozen={"max_fusion_size": 16})), True, Applies.CONFIG, {"max_fusion_size": 8}, True),
+    ((FREEZING, dict(unfrozen={"max_fusion_size": 16})), False, Applies.UNFROZEN, {"max_fusion_size": 16}, False),
+    ((FREEZING, dict(unfrozen={})),                False, Applies.UNFROZEN,   {},                    False),
+    ((FREEZING, {}),                               False, Applies.UNMEASURED, {},                    False),
+    ((FREEZING, {}),                               True,  Applies.CONFIG,     {"max_fusion_size": 8}, True),
+    ((None, {}),                                   False, Applies.CONFIG,     {},                    False),
+], ids=["eager", "eager-frozen-trace", "defaults-won", "plain-knob", "freezing-traced-frozen",
+        "freezing-unfrozen-knob", "freezing-unfrozen-defaults", "freezing-none-measured",
+        "freezing-none-measured-traced-frozen", "miss"])
+def test_backend_choice(row, traced_frozen: bool, applies: Applies, knobs: dict, freezing: bool) -> None:
+    params, extra = row
+    choice = backend_choice(stored(params, **extra), traced_frozen=traced_frozen)
+    assert choice.applies is applies
+    assert dict(choice.config.inductor) == knobs and choice.config.freezing is freezing
+    assert choice.config.functorch == ()
+
+
+def test_backend_choice_notes_say_why() -> None:
+    eager = backend_choice(stored(NO_KNOBS, eager=True), traced_frozen=False)
+    assert eager.note == "no Inductor compile"
+    unfrozen = backend_choice(stored(FREEZING, unfrozen={"max_fusion_size": 16}, unfrozen_speedup=1.05),
+                              traced_frozen=False)
+    assert unfrozen.note == ("the stored config needs freezing, which only tuner.compile applies; applying "
+                             "max_fusion_size=16, measured without freezing (speedup 1.050x)")
+    defaults = backend_choice(stored(FREEZING, unfrozen={}), traced_frozen=False)
+    assert defaults.note.endswith("applying Inductor's defaults, which won among the configs without freezing")
+    unmeasured = backend_choice(stored(FREEZING), traced_frozen=False)
+    assert unmeasured.note == f"{NO_UNFROZEN}; applying Inductor's defaults"
+    assert backend_choice(stored({"max_fusion_size": 8}), traced_frozen=False).note == ""
+
+
+def test_unavailable_decisions_compile_with_defaults() -> None:
+    unavailable = Decision(graph_key=GRAPH, platform=HERE, tier=Tier.UNAVAILABLE, config=CompileConfig(),
+                           reason="database unusable")
+    assert not unavailable.eager
+    assert backend_choice(unavailable, traced_frozen=False) == backend_choice(unavailable, traced_frozen=True)
+    assert backend_choice(unavailable, traced_frozen=False).applies is Applies.CONFIG
+
+
+def test_eager_verdict_is_a_hit_that_says_so() -> None:
+    decision = stored(NO_KNOBS, eager=True)
+    assert decision.tier is Tier.EXACT and decision.hit and decision.eager and decision.config.is_default
+    assert decision.reason == ("tuned for this graph on this platform (eager won: runs uncompiled; "
+                               "speedup 1.200x [1.100, 1.300] over the default compile)")
+    assert not stored(NO_KNOBS).eager                          # "defaults won" is not eager
+
+
+def test_unfrozen_params_are_revalidated_like_params() -> None:
+    with pytest.raises(SpaceError, match="knob_only_in_torch_2_99"):
+        stored(FREEZING, unfrozen={"knob_only_in_torch_2_99": True})
+    with pytest.raises(SpaceError, match="turns freezing on"):
+        stored(FREEZING, unfrozen={"freezing": True})
+    invalid = best(NEWER_TORCH, FREEZING, minutes=10, unfrozen={"knob_only_in_torch_2_99": True})
+    fallback = best(OLDER_TORCH, FREEZING, unfrozen={"max_fusion_size": 16})
+    decision = decide_tier(GRAPH, HERE, [(invalid, NEWER_TORCH), (fallback, OLDER_TORCH)])
+    assert decision.tier is Tier.SAME_HARDWARE and decision.best is fallback
+    assert dict(decision.unfrozen.inductor) == {"max_fusion_size": 16}
+    assert "knob_only_in_torch_2_99" in decision.elsewhere[0].why_not
+
+
+def explained(decision: Decision) -> str:
+    fingerprint = GraphFingerprint(key=GRAPH, index=0, num_nodes=3, input_meta="[]", code="")
+    return format_explanation(Explanation(fingerprint=fingerprint, decision=decision))
+
+
+def test_explanation_words_eager_and_the_unfrozen_alternative() -> None:
+    assert "  applies: nothing: eager won: runs uncompiled (no Inductor compile)" in explained(
+        stored(NO_KNOBS, eager=True))
+    text = explained(stored(FREEZING, unfrozen={"max_fusion_size": 16}, unfrozen_speedup=1.05))
+    assert "  applies: max_fusion_size=8, freezing=True (tuner.compile, called under torch.no_grad())" in text
+    assert ('  applies with backend="tuner": max_fusion_size=16, measured without freezing (speedup 1.050x)'
+            in text)
+    assert f'  applies with backend="tuner": Inductor\'s defaults: {NO_UNFROZEN}' in explained(stored(FREEZING))
+    assert "  applies: max_fusion_size=8\n" in explained(stored({"max_fusion_size": 8})) + "\n"

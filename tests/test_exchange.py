@@ -6,22 +6,25 @@ of merges are SQLite files, so merges also cross backends.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import pickle
-from dataclasses import replace
+import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from fixtures.sharing_data import best, digest, platform, seed, workload
-from helpers import cli_env, run_cli
+from helpers import cli_env, run_cli, run_main
 from tuner.errors import ExchangeError, StorageError
 from tuner.storage import Store, upgrade
 from tuner.storage.exchange import (checksum_of, export_file, import_file, merge,
                                     read_file, to_document)
 from tuner.storage.records import Snapshot
 
+V1_FILE = Path(__file__).parent / "fixtures" / "exchange-v1.json"   # written by the tuner before 0004
 W1, W2 = workload("mlp", "relu", "sigmoid"), workload("convnet", "conv", "pool", "relu")
 P_CPU, P_OTHER = platform("AMD EPYC 9454"), platform("Intel Xeon 8480", threads=4)
 BY = dict(user="alice", host="box", tuner_version="0.1.0")
@@ -66,14 +69,16 @@ def comparable(store: Store) -> list[tuple]:
     return sorted((b.graph_key, b.platform_key, json.dumps(b.params, sort_keys=True),
                    b.is_default, b.speedup, b.ci_low, b.ci_high, b.rounds, b.latency_ms,
                    b.baseline_ms, b.workload_key, b.user, b.host, b.tuner_version,
-                   b.torch_version, b.triton_version, b.created_at)
+                   b.torch_version, b.triton_version, b.created_at, b.eager,
+                   json.dumps(b.unfrozen_params, sort_keys=True), b.unfrozen_speedup,
+                   b.search_speedup)
                   for b in store.snapshot().bests)
 
 
 def test_export_then_import_copies_every_value(source: Store, target: Store, tmp_path: Path) -> None:
     path = exported(source, tmp_path / "configs.json")
     document = json.loads(path.read_text())
-    assert (document["format"], document["version"]) == ("tuner-exchange", 1)
+    assert (document["format"], document["version"]) == ("tuner-exchange", 2)
     assert document["checksum"] == checksum_of(document) and len(document["records"]) == 4
     report = import_file(target, path)
     assert (report.records, report.stored, report.not_better, report.already_present) == (4, 4, 0, 0)
@@ -160,6 +165,80 @@ def test_a_failed_write_leaves_nothing(source: Store, target: Store, db_url: str
     assert digest(db_url) == before
 
 
+# ---------------------------------------------------------------- verdicts and version 1
+
+@pytest.fixture
+def verdicts(tmp_path: Path):
+    """A SQLite database holding an eager verdict and two freezing winners (one whose config
+    without freezing is a knob, one whose is Inductor's defaults)."""
+    url = f"sqlite:///{tmp_path / 'verdicts.db'}"
+    upgrade(url)
+    with Store.open(url) as store:
+        seed(store, W1, P_CPU,
+             best(W1, P_CPU, graph=0, ci_low=1.2, speedup=1.3, params={}, eager=True,
+                  search_speedup=1.375),
+             best(W1, P_CPU, graph=1, params={"freezing": True, "max_autotune": True},
+                  unfrozen_params={"max_autotune": True}, unfrozen_speedup=1.0625,
+                  search_speedup=1.25))
+        seed(store, W2, P_CPU, best(W2, P_CPU, params={"freezing": True}, unfrozen_params={}))
+        yield store
+
+
+def test_verdicts_travel_through_export_import_and_merge(verdicts: Store, target: Store,
+                                                         tmp_path: Path) -> None:
+    path = exported(verdicts, tmp_path / "verdicts.json")
+    document = json.loads(path.read_text())
+    assert document["version"] == 2
+    by_graph = {r["graph_key"]: r for r in document["records"]}
+    eager = by_graph[W1.graphs[0].key]
+    assert (eager["eager"], eager["params"], eager["is_default"], eager["unfrozen_params"],
+            eager["search_speedup"]) == (True, {}, False, None, 1.375)
+    assert by_graph[W1.graphs[1].key]["unfrozen_params"] == {"max_autotune": True}
+    assert (by_graph[W2.graphs[0].key]["unfrozen_params"],
+            by_graph[W2.graphs[0].key]["unfrozen_speedup"]) == ({}, None)
+    assert import_file(target, path).stored == 3
+    assert comparable(target) == comparable(verdicts)
+    history = target.best_history(W1.graphs[0].key, P_CPU.key)
+    assert [(h.best.eager, h.best.search_speedup) for h in history] == [(True, 1.375)]
+    assert import_file(target, path).already_present == 3
+    assert merge(target, verdicts.safe_url, **BY).already_present == 3
+
+
+def test_a_version_1_file_still_imports(target: Store, tmp_path: Path) -> None:
+    report = import_file(target, V1_FILE)
+    assert (report.records, report.stored, report.platforms_added) == (2, 2, 1)
+    stored = target.snapshot().bests
+    assert [(b.eager, b.unfrozen_params, b.unfrozen_speedup, b.search_speedup)
+            for b in stored] == [(False, None, None, None)] * 2
+    assert sorted(b.params.get("cpp.simdlen", 0) for b in stored) == [0, 256]
+    keys = {h.measurement_key for b in stored for h in target.best_history(b.graph_key, b.platform_key)}
+    assert keys == {"06cf0644f3549d1a302625fffabee1af906bff614dae01596bfdd21475aa884f",   # as the
+                    "a65dd26c55f3f01add9bc740e07bcc32285646e7cbf746e84082d1223b2008df"}   # old tuner
+    again = exported(target, tmp_path / "again.json")                   # now version 2 ...
+    assert json.loads(again.read_text())["version"] == 2
+    assert import_file(target, again).already_present == 2              # ... the same measurements
+    rewritten = tmp_path / "v1.json"
+    rewritten.write_text(json.dumps(as_version_1(json.loads(again.read_text()))))
+    assert import_file(target, rewritten).already_present == 2
+
+
+def test_new_fields_enter_the_measurement_key_only_when_set() -> None:
+    from tuner.storage.provenance import measurement_key
+
+    path = Path(__file__).parents[1] / "alembic" / "versions" / "0002_sharing.py"
+    spec = importlib.util.spec_from_file_location("sharing_0002", path)
+    sharing = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = sharing
+    spec.loader.exec_module(sharing)
+    plain = read_file(V1_FILE).bests[0]
+    assert measurement_key(plain) == sharing._measurement_key(asdict(plain))   # 0002's restatement
+    variants = [replace(plain, eager=True), replace(plain, unfrozen_params={}),
+                replace(plain, unfrozen_params={"max_autotune": True}),
+                replace(plain, unfrozen_speedup=1.0), replace(plain, search_speedup=1.0)]
+    keys = {measurement_key(v) for v in variants}
+    assert len(keys) == len(variants) and measurement_key(plain) not in keys
+
+
 # ---------------------------------------------------------------- refused imports
 
 def _resign(document: dict[str, Any]) -> dict[str, Any]:
@@ -187,6 +266,20 @@ def _tampered(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+def _freezing(d: dict[str, Any], unfrozen: dict[str, Any]) -> dict[str, Any]:
+    d["records"][0]["params"] = {"freezing": True, "max_autotune": True}
+    d["records"][0]["unfrozen_params"] = unfrozen
+    return _resign(d)
+
+
+def as_version_1(document: dict[str, Any]) -> dict[str, Any]:
+    """The document as the tuner before 0004 wrote it: version 1, records without the verdict keys."""
+    v1 = {**document, "version": 1, "records": [
+        {k: v for k, v in r.items() if k not in ("eager", "unfrozen_params", "unfrozen_speedup",
+                                                  "search_speedup")} for r in document["records"]]}
+    return _resign(v1)
+
+
 def _set(path: tuple, value: Any, *, sign: bool = True) -> Callable[[dict[str, Any]], Any]:
     def change(d: dict[str, Any]) -> dict[str, Any]:
         target: Any = d
@@ -207,7 +300,7 @@ REFUSED = {
     "10 MB user": (_set(("records", 0, "user"), "x" * 10_000_000), "over the 255-byte limit"),
     "10 MB graph code": (_set(("workloads", 0, "graphs", 0, "code"), "x" * 10_000_000),
                          "over the 1048576-byte limit"),
-    "future version": (_set(("version",), 2), "version 2, newer than this tuner's version 1"),
+    "future version": (_set(("version",), 3), "version 3, newer than this tuner's version 2"),
     "not an exchange file": (_set(("format",), "pickle"), "not a tuner exchange file"),
     "unknown record key": (_set(("records", 0, "__reduce__"), "os.system"), "unknown key(s) '__reduce__'"),
     "missing key": (lambda d: (d["records"][0].pop("ci_low"), _resign(d))[1], "lacks required key(s) ci_low"),
@@ -222,6 +315,29 @@ REFUSED = {
     "evidence out of order": (_set(("records", 0, "ci_low"), 3.0), "ci_low <= ci_high"),
     "naive time": (_set(("records", 0, "created_at"), "2026-05-10T12:00:00"), "time zone"),
     "default with params": (_set(("records", 3, "params"), {"max_autotune": True}), "empty params"),
+    "eager with params": (_set(("records", 0, "eager"), True),
+                          "an eager record must have empty params and is_default false"),
+    "eager and default": (_set(("records", 3, "eager"), True), "is_default false"),
+    "unfrozen without freezing": (_set(("records", 0, "unfrozen_params"), {"max_autotune": True}),
+                                  'only allowed when params turn freezing on ("freezing": true)'),
+    "unknown unfrozen knob": (lambda d: _freezing(d, {"bogus_knob": 1}),
+                              "unfrozen_params: invalid knob params: unknown knob 'bogus_knob'"),
+    "unfrozen knob out of range": (lambda d: _freezing(d, {"cpp.min_chunk_size": 10**6}), "outside"),
+    "unfrozen freezes": (lambda d: _freezing(d, {"freezing": True}),
+                         "unfrozen_params must not turn freezing on"),
+    "nested unfrozen value": (lambda d: _freezing(d, {"mode": ["os.system"]}), "single JSON scalars"),
+    "unfrozen speedup alone": (_set(("records", 0, "unfrozen_speedup"), 1.1),
+                               "unfrozen_speedup needs unfrozen_params"),
+    "search speedup not positive": (_set(("records", 0, "search_speedup"), 0.0),
+                                    "search_speedup must be > 0"),
+    "search speedup as text": (_set(("records", 0, "search_speedup"), "1.2"),
+                               "search_speedup must be float or null"),
+    "overflowing speedup": ("overflow", "unfrozen_speedup must be float or null"),
+    "eager as int": (_set(("records", 0, "eager"), 1), "eager must be bool"),
+    "version 2 without eager": (lambda d: (d["records"][0].pop("eager"), _resign(d))[1],
+                                "lacks required key(s) eager"),
+    "version 1 with a version-2 key": (lambda d: _resign({**as_version_1(d), "records": [
+        {**as_version_1(d)["records"][0], "search_speedup": 1.2}]}), "unknown key(s) 'search_speedup'"),
 }
 
 
@@ -252,6 +368,10 @@ def test_bad_files_are_refused_whole(case: str, backend: str, source: Store, tmp
         data = text[: len(text) // 2]
     elif change == "nan":
         data = json.dumps(_resign(document)).replace('"speedup": 1.2', '"speedup": NaN', 1)
+    elif change == "overflow":                 # 1e999 parses as inf: JSON without NaN/Infinity
+        document = _freezing(document, {"max_autotune": True})
+        document["records"][0]["unfrozen_speedup"] = float("inf")
+        data = json.dumps(_resign(document)).replace("Infinity", "1e999")
     elif change == "duplicate":
         data = json.dumps(document).replace('"rounds": 15,', '"rounds": 15, "rounds": 99,', 1)
     else:
@@ -321,7 +441,7 @@ def test_cli_refusals_are_one_line(source: Store, db_url: str, tmp_path: Path) -
     done = run_cli("db", "import", str(bad), "--db", db_url, cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
-    assert "version 7, newer than this tuner's version 1" in done.stderr
+    assert "version 7, newer than this tuner's version 2" in done.stderr
     done = run_cli("db", "export", "--out", str(tmp_path / "x.json"), "--workload", "nope",
                    "--db", source.safe_url, cwd=tmp_path)
     assert done.returncode == 2 and "no workload 'nope'" in done.stderr
@@ -343,3 +463,16 @@ def test_ls_flags_stale_and_thin(tmp_path: Path) -> None:
     assert flags[(W2.key, P_OTHER.key)] == ()
     assert older("2.12.1+cpu", "2.13.0") and not older("2.13.0", "2.13.0+cpu")
     assert not older("none", "3.5.0") and not older("weird", "2.13.0")
+
+
+def test_ls_says_eager_where_it_says_defaults(target: Store) -> None:
+    seed(target, W1, P_CPU, best(W1, P_CPU, params={}, eager=True, ci_low=1.2, speedup=1.3),
+         best(W1, P_CPU, graph=1, params={}, eager=True, ci_low=1.25, speedup=1.4))
+    seed(target, W2, P_OTHER, *(best(W2, P_OTHER, graph=g, is_default=True, speedup=1.0,
+                                     ci_low=0.99) for g in range(3)))
+    done = run_main("db", "ls", "--db", target.safe_url, env=cli_env(COLUMNS="200"))
+    assert done.returncode == 0, done.stderr
+    mlp = next(line for line in done.stdout.splitlines() if line.startswith("mlp "))
+    convnet = next(line for line in done.stdout.splitlines() if line.startswith("convnet "))
+    assert " eager 1.300x " in mlp and "[1.200, 1.350]" in mlp
+    assert " defaults " in convnet and "eager" not in convnet

@@ -23,21 +23,25 @@ from helpers import MODELS, cli_env
 
 TINY = MODELS / "tiny_mlp.py"
 STORED = {"max_fusion_size": 8, "freezing": True}     # differs from the defaults (64, False)
+UNFROZEN = {"max_fusion_size": 16}                    # measured beside it without freezing
 
 
 # -- helpers shared with test_backend_faults.py ---------------------------------------
 
-def best_for(graph_key: str, platform_key: str, params: dict, workload_key: str = ""):
+def best_for(graph_key: str, platform_key: str, params: dict, workload_key: str = "", **fields):
+    """A BestConfig; `fields` sets the others (`eager=True`, `unfrozen_params=...`)."""
     from tuner.storage import BestConfig
 
-    return BestConfig(graph_key=graph_key, platform_key=platform_key, params=params, is_default=not params,
+    fields.setdefault("is_default", not params and not fields.get("eager", False))
+    return BestConfig(graph_key=graph_key, platform_key=platform_key, params=params,
                       speedup=1.1, ci_low=1.05, ci_high=1.15, rounds=5, latency_ms=1.0, baseline_ms=1.1,
                       workload_key=workload_key, user="test", host="test", tuner_version="0.1.0",
-                      torch_version=torch.__version__)
+                      torch_version=torch.__version__, **fields)
 
 
-def store_configs(url: str, workload, platform, params: dict) -> None:
-    """Store `params` as the best config of every graph of `workload` on `platform` (creates the schema)."""
+def store_configs(url: str, workload, platform, params: dict, **fields) -> None:
+    """Store `params` (and `fields`, see best_for) as the best config of every graph of
+    `workload` on `platform` (creates the schema); checks that the store kept every field."""
     from tuner.storage import Store, upgrade
 
     upgrade(url)
@@ -45,7 +49,10 @@ def store_configs(url: str, workload, platform, params: dict) -> None:
         store.ensure_platform(platform)
         store.ensure_workload(workload)
         for graph in workload.graphs:
-            store.save_best(best_for(graph.key, platform.key, params, workload.key))
+            best = best_for(graph.key, platform.key, params, workload.key, **fields)
+            store.save_best(best)
+            kept = store.best_config(graph.key, platform.key)
+            assert kept is not None and {k: getattr(kept, k) for k in fields} == fields, kept
 
 
 def tiny_workload(path: Path = TINY):
@@ -119,7 +126,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory):
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'tuner.db'}"
     workload = tiny_workload()
     platform = current_platform("cpu")
-    store_configs(url, workload, platform, STORED)
+    store_configs(url, workload, platform, STORED, unfrozen_params=UNFROZEN)
     return url, workload, platform
 
 
@@ -138,8 +145,9 @@ def test_plain_backend_applies_the_stored_config_in_a_fresh_process_and_misses_a
 
     assert report["tuner_imported"] is False
     hit = report["hit"]["compiles"]
-    assert dict(map(tuple, hit[0]["patches"])) == {"max_fusion_size": 8}     # freezing is not a backend's to apply
-    assert hit[-1]["max_fusion_size"] == 8 and hit[-1]["freezing"] is False  # in effect while Inductor compiles
+    # freezing is not a backend's to apply: it applies the config measured without freezing
+    assert dict(map(tuple, hit[0]["patches"])) == UNFROZEN
+    assert hit[-1]["max_fusion_size"] == 16 and hit[-1]["freezing"] is False  # in effect while Inductor compiles
     assert report["hit"]["err"] < 1e-4
     miss = report["miss"]["compiles"]
     assert all(c["patches"] == [] and c["max_fusion_size"] == 64 for c in miss)
@@ -148,18 +156,18 @@ def test_plain_backend_applies_the_stored_config_in_a_fresh_process_and_misses_a
     logs = [ln for ln in stderr.splitlines() if ln.startswith("LOG ")]
     assert len([ln for ln in logs if "miss:" in ln]) == 1, logs
     assert len([ln for ln in logs if f"key {workload.graphs[0].key[:12]}): exact hit" in ln]) == 1, logs
-    assert len([ln for ln in logs if "freezing on" in ln]) == 1, logs            # said once, at INFO
+    assert len([ln for ln in logs if "applying max_fusion_size=16, measured without freezing" in ln]) == 1, logs
     assert not [ln for ln in logs if "WARNING" in ln] and "LookupWarning" not in stderr
     # TUNER_EXPLAIN=1: the decision per graph, printed once per graph
     assert len(re.findall(r"^tuner: graph \d+: exact hit", stderr, re.M)) == 1
     assert len(re.findall(r"^tuner: graph \d+: miss", stderr, re.M)) == 1
-    assert "applies: max_fusion_size=8" in stderr
+    assert 'applies with backend="tuner": max_fusion_size=16, measured without freezing' in stderr
     assert f"nearest: graph {workload.graphs[0].key}" in stderr                # the miss names the batch-8 graph
     assert "float32[16,32] here, float32[8,32] there" in stderr
 
 
 @pytest.mark.slow
-def test_tuner_compile_applies_freezing_and_install_applies_the_rest(seeded, tmp_path: Path) -> None:
+def test_tuner_compile_applies_freezing_and_install_the_config_measured_without(seeded, tmp_path: Path) -> None:
     url, _, _ = seeded
     report, stderr = run_probe('''
         import tuner
@@ -177,7 +185,7 @@ def test_tuner_compile_applies_freezing_and_install_applies_the_rest(seeded, tmp
     assert frozen[-1]["freezing"] is True and frozen[-1]["max_fusion_size"] == 8
     assert report["compile"]["err"] < 1e-4
     installed = report["install"]["compiles"]
-    assert installed[-1]["max_fusion_size"] == 8 and installed[-1]["freezing"] is False
+    assert installed[-1]["max_fusion_size"] == 16 and installed[-1]["freezing"] is False
     assert report["install"]["err"] < 1e-4
     assert "LookupWarning" not in stderr
 
@@ -212,10 +220,11 @@ def test_user_mode_and_options_are_the_base_and_the_stored_config_wins(seeded, m
             torch._dynamo.reset()
             torch.compile(tiny_mlp.get_model(), backend=TunerBackend(lookup=lookup), **how)(torch.randn(8, 32))
     torch._dynamo.reset()
+    # grad off but not traced frozen: the config measured without freezing (UNFROZEN) applies
     assert received == [{"max_autotune": True, "coordinate_descent_tuning": True,   # the user's mode
-                         "max_fusion_size": 8},                                     # plus the stored knob
+                         "max_fusion_size": 16},                                    # plus the stored knob
                         {"epilogue_fusion": False,                                  # the user's option stays
-                         "max_fusion_size": 8}]                                     # stored beats the user's 32
+                         "max_fusion_size": 16}]                                    # stored beats the user's 32
 
 
 
@@ -228,6 +237,7 @@ def test_exact_tier_and_the_cache(seeded) -> None:
     decision = lookup.decide(workload.graphs[0].key, platform)
     assert decision.tier is Tier.EXACT
     assert dict(decision.config.inductor) == {"max_fusion_size": 8} and decision.config.freezing
+    assert dict(decision.unfrozen.inductor) == UNFROZEN and not decision.unfrozen.freezing
     assert lookup.decide(workload.graphs[0].key, platform) is decision       # cached per process
 
 
@@ -290,7 +300,8 @@ def test_explain_names_the_tier(seeded, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = run_explain(str(TINY), settings_url=url, capsys=capsys)
     assert code == 0
     assert "graph 0: exact hit" in out and workload.graphs[0].key in out
-    assert "applies: max_fusion_size=8, freezing=True" in out
+    assert "applies: max_fusion_size=8, freezing=True (tuner.compile" in out
+    assert 'applies with backend="tuner": max_fusion_size=16, measured without freezing' in out
 
 
 def test_explain_on_a_miss_names_the_nearest_keys(seeded, tmp_path: Path,

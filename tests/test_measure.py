@@ -1,11 +1,10 @@
 """Measurement pieces that need no Inductor compile: output checks, statistics, the shared
-measurement core on eager and on a first call that fails while Dynamo traces, the confirmation decision."""
+measurement core on eager and on a first call that fails while Dynamo traces."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 from faults import faulty_model
@@ -13,8 +12,7 @@ from helpers import MODELS
 from tuner.confirm import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, VariantResult,
                            median_interval, speedup)
 from tuner.measure import Rejected, Runner, compare_outputs, median_and_iqr, prepare
-from tuner.trial import Candidate, MeasureSpec, Measurement, Status, TrialRequest
-from tuner.verdict import Finalist, decide
+from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
 
 
 def test_compare_outputs_by_dtype() -> None:
@@ -45,23 +43,6 @@ def test_median_interval_covers_the_median_and_narrows_with_rounds() -> None:
 
 def _variant(label: str, ms: list[float]) -> VariantResult:
     return VariantResult(label, Status.OK, compile_s=1.0, round_ms=tuple(ms))
-
-
-def test_decide_keeps_defaults_when_the_gain_is_within_noise() -> None:
-    noisy = ConfirmResult((_variant(EAGER, [2.0] * 8), _variant(DEFAULT, [1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.8, 1.0]),
-                           _variant("tuned #1", [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])))
-    finalists = (Finalist("tuned #1", Candidate.from_dict({"max_fusion_size": 8})),)
-    assert decide(noisy, finalists).winner is None
-
-
-def test_decide_picks_a_gain_that_clears_the_noise() -> None:
-    clear = ConfirmResult((_variant(DEFAULT, [1.0, 1.1, 0.95, 1.05, 1.0, 1.02, 0.98, 1.0]),
-                           _variant("tuned #1", [0.8, 0.88, 0.76, 0.84, 0.8, 0.82, 0.78, 0.8])))
-    finalists = (Finalist("tuned #1", Candidate.from_dict({"max_fusion_size": 8})),)
-    verdict = decide(clear, finalists)
-    assert verdict.winner == finalists[0]
-    sp = verdict.speedup_of("tuned #1")
-    assert sp.low > 1.0 and sp.median == pytest.approx(1.25)
 
 
 def test_values_round_trip_through_json() -> None:

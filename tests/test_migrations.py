@@ -25,6 +25,9 @@ from tuner.storage.migrate import known_revisions, script_location
 from tuner.storage.schema import SCHEMA_HEAD, VERSION_TABLE
 from tuner.storage.models import Base
 
+PAIRED = ("threads", "baseline_ms", "speedup", "speedup_low", "speedup_high")
+NO_VERDICT = {"eager": False, "unfrozen_params": None, "unfrozen_speedup": None,
+              "search_speedup": None}
 TABLES = {"platforms", "workloads", "graphs", "studies", "trials", "best_configs", "best_history",
           "kernel_configs"}
 
@@ -238,10 +241,12 @@ def test_every_released_schema_upgrades_and_reads_back(revision: str, db_url: st
                         m.reps, m.error, m.worker) == tuple(trial_row[name] for name in (
                             "status", "latency_ms", "spread_ms", "compile_s", "peak_mem_mb",
                             "reps", "error", "worker"))
+                for name in PAIRED:                   # NULL in trials from before 0004
+                    assert getattr(m, name) == trial_row.get(name), name
         for best_row in rows["best_configs"]:
             key = platforms[best_row["platform_id"]]["key"]
             got = store.best_config(best_row["graph_key"], key)
-            for name, value in best_row.items():
+            for name, value in {**NO_VERDICT, **best_row}.items():   # 0004's defaults before it
                 if name not in ("id", "platform_id"):
                     assert getattr(got, name) == value, name
             history = store.best_history(best_row["graph_key"], key)
@@ -253,7 +258,7 @@ def test_every_released_schema_upgrades_and_reads_back(revision: str, db_url: st
             entry = next(h for h in store.best_history(history_row["graph_key"], key)
                          if h.measurement_key == history_row["measurement_key"])
             assert (entry.kept, entry.recorded_at) == (history_row["kept"], history_row["recorded_at"])
-            for name, value in history_row.items():
+            for name, value in {**NO_VERDICT, **history_row}.items():
                 if name not in ("id", "platform_id", "measurement_key", "kept", "recorded_at"):
                     assert getattr(entry.best, name) == value, name
 
@@ -271,6 +276,33 @@ def test_fixture_downgrades_keep_the_older_rows(db_url: str, tmp_path: Path) -> 
     engine.dispose()
     assert [tuple(r) for r in got] == [(b["id"], b["graph_key"], b["ci_low"], b["rounds"])
                                        for b in make_fixtures.ROWS["best_configs"]]
+
+
+def test_0004_downgrade_drops_its_columns_and_keeps_the_rows(db_url: str, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    fixture_db(db_url, "0004_paired_trials", tmp_path)
+    rows = make_fixtures.rows_at("0004_paired_trials")
+    with Store.open(db_url, readonly=True) as store:
+        before = store.snapshot().bests
+    downgrade(db_url, "0003_kernel_configs")
+    assert current_revision(db_url) == "0003_kernel_configs"
+    engine = make_engine(db_url)
+    with engine.connect() as connection:
+        found = inspect(connection)
+        columns = {t: {c["name"] for c in found.get_columns(t)}
+                   for t in ("trials", "best_configs", "best_history")}
+        counts = {t: connection.scalar(text(f"SELECT count(*) FROM {t}")) for t in columns}
+    engine.dispose()
+    assert not columns["trials"] & set(PAIRED)
+    assert not (columns["best_configs"] | columns["best_history"]) & set(NO_VERDICT)
+    assert counts == {t: len(rows[t]) for t in columns}
+    upgrade(db_url)
+    with Store.open(db_url, readonly=True) as store:
+        after = store.snapshot().bests
+        trials = [t.measurement for s in (1, 2) for t in store.trials(s)]
+    assert after == tuple(replace(b, **NO_VERDICT) for b in before)      # defaults again
+    assert {m.threads for m in trials} == {None} and {m.speedup for m in trials} == {None}
 
 
 def test_every_shipped_revision_has_a_committed_fixture() -> None:

@@ -39,7 +39,7 @@ def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
     assert len({r[2] for r in rows}) == 4                     # identical candidates are measured once
     with sqlite3.connect(db) as conn:
         best = conn.execute("SELECT speedup, ci_low, ci_high, rounds FROM best_configs").fetchall()
-    assert len(best) == 1 and best[0][3] == 6 and best[0][1] <= best[0][0] <= best[0][2]
+    assert len(best) == 1 and best[0][3] == 3 and best[0][1] <= best[0][0] <= best[0][2]
 
     shown = run_cli("best", "model.py", cwd=tmp_path, env=env)
     assert shown.returncode == 0, shown.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 import sqlite3
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -312,3 +313,63 @@ def test_snapshot_and_listing(store: Store) -> None:
     only_b = store.snapshot(workload_keys=["wl-b"])
     assert [b.graph_key for b in only_b.bests] == ["g3"] and [p.key for p in only_b.platforms] == ["plat-b"]
     assert store.snapshot(platform_keys=["nope"]).bests == ()
+
+
+# ---------------------------------------------------------------- paired trials and verdicts
+
+def test_paired_trial_fields_round_trip(store: Store) -> None:
+    study = make_study(store)
+    paired = replace(trial(0, "c0", max_autotune=True), measurement=Measurement(
+        status=Status.OK, latency_ms=0.9, spread_ms=0.01, compile_s=3.0, peak_mem_mb=120.0,
+        reps=30, worker="box/2", threads=2, baseline_ms=1.0, speedup=1.109375,
+        speedup_low=1.046875, speedup_high=1.15625))
+    unpaired = trial(1, "c1")                                   # as trials were before 0004
+    assert store.record_trial(study.id, paired) and store.record_trial(study.id, unpaired)
+    assert store.trials(study.id) == [paired, unpaired]
+    assert [t.measurement for _, t in store.trials_for_workload("wl-a")] == [
+        paired.measurement, unpaired.measurement]
+    assert unpaired.measurement.threads is None and unpaired.measurement.speedup is None
+
+
+def verdicts() -> tuple[BestConfig, BestConfig]:
+    """An eager verdict for g1 and a freezing winner with its config without freezing for g2."""
+    eager = replace(best(1.3, speedup=1.4), params={}, eager=True, search_speedup=1.5)
+    freezing = replace(best(1.2), graph_key="g2", params={"freezing": True, "max_autotune": True},
+                       unfrozen_params={"max_autotune": True}, unfrozen_speedup=1.05,
+                       search_speedup=1.25)
+    return eager, freezing
+
+
+def test_verdict_fields_round_trip(store: Store) -> None:
+    make_study(store)
+    eager, freezing = verdicts()
+    defaults_won = replace(freezing, graph_key="g3", unfrozen_params={}, unfrozen_speedup=None)
+    for b in (eager, freezing, defaults_won):
+        assert store.save_best(b)
+        got = store.best_config(b.graph_key, "plat-a")
+        assert replace(got, created_at=None) == b
+        [entry] = store.best_history(b.graph_key, "plat-a")
+        assert entry.best == got
+    assert [b.graph_key for b in store.workload_best("wl-a", "plat-a")] == ["g1", "g2"]
+    assert store.workload_best("wl-a", "plat-a")[0].eager
+    assert {b.graph_key: b.unfrozen_params for b in store.snapshot().bests} == {
+        "g1": None, "g2": {"max_autotune": True}, "g3": {}}
+    with store.session_scope() as session:                  # None is SQL NULL, not JSON 'null'
+        empty = session.connection().exec_driver_sql(
+            "SELECT graph_key FROM best_configs WHERE unfrozen_params IS NULL").scalars().all()
+    assert empty == ["g1"]
+
+
+def test_an_eager_verdict_competes_on_its_evidence(store: Store) -> None:
+    make_study(store)
+    eager, _ = verdicts()
+    assert store.save_best(best(1.10))
+    assert store.save_best(eager)                                  # ci_low 1.3 beats 1.10
+    assert not store.save_best(best(1.0, speedup=1.0, is_default=True))   # no refresh of eager
+    assert not store.save_best(replace(eager, ci_low=1.25, created_at=None, search_speedup=None))
+    assert store.best_config("g1", "plat-a").eager
+    assert store.save_best(best(1.35))                             # a stronger config wins
+    kept = store.best_config("g1", "plat-a")
+    assert (kept.eager, kept.search_speedup) == (False, None)
+    assert [h.best.eager for h in store.best_history("g1", "plat-a")] == [
+        False, True, False, True, False]

@@ -19,15 +19,15 @@ happens and `tuner.compile` costs what `backend="tuner"` costs.
 
 Limits: freezing follows the graphs of the first no-grad call. Graphs Dynamo traces later
 (new shapes, new code paths) are ordinary traces: looked up by their own keys and given
-everything but freezing. Calls with grad enabled never freeze (freezing is for inference
-only) and use the first compiled model. Freezing assumes the weights do not change: the
-frozen model keeps the values it saw at its first call, exactly as with Inductor's own
-`freezing`. `db=` gives the model its own lookup, which warns
+what `backend="tuner"` gives them (the config measured without freezing). Calls with grad
+enabled never freeze (freezing is for inference only) and use the first compiled model.
+Freezing assumes the weights do not change: the frozen model keeps the values it saw at its
+first call, exactly as with Inductor's own `freezing`. `db=` gives the model its own lookup, which warns
 (once) on its own.
 
 `tuner.install()` routes a plain `torch.compile(model)` to the `tuner` backend for this
-process (`torch.compiler.set_default_backend`); that is the backend path, so it applies
-everything but freezing (and says so once at INFO).
+process (`torch.compiler.set_default_backend`); that is the backend path, so beside a
+freezing config it applies the config measured without freezing (`tuner.decision.backend_choice`).
 """
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapp
 def install() -> None:
     """Make a plain `torch.compile(model)` use the `tuner` backend in this process.
 
-    Same as passing `backend="tuner"` everywhere: stored configs apply, except freezing.
+    Same as passing `backend="tuner"` everywhere: stored configs apply, freezing ones by
+    their measured alternative without freezing.
     Undo with `torch.compiler.set_default_backend(None)`.
     """
     torch.compiler.set_default_backend("tuner")

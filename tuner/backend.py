@@ -11,10 +11,14 @@ Dynamo hands it, the backend
    `options=` underneath and the stored config on top: **for a knob both set, the stored
    config wins**; knobs the stored config does not set keep the user's values. On a miss
    the user's mode and options are all there is, exactly as with `backend="inductor"`.
+   Where the stored verdict is "eager won", the graph runs uncompiled (`gm.forward`).
 
-Freezing is decided by Dynamo before any backend runs, so this plain backend cannot turn
-it on: a stored config with `freezing=True` is applied without freezing, and the backend
-says so once per process at INFO. `tuner.compile` (see `tuner.api`) applies it.
+The backend applies only configs that were measured as such (`tuner.decision.backend_choice`).
+Freezing is decided by Dynamo before any backend runs, so this plain backend cannot turn it
+on: beside a stored config that needs freezing it applies the config measured without
+freezing (`BestConfig.unfrozen_params`), or Inductor's defaults where none was measured (a
+row from before that field), and then says why once per process at INFO.
+`tuner.compile` (see `tuner.api`) applies the freezing config itself.
 
 Logging: one INFO line per graph on the `tuner.lookup` logger (hit or miss; silent by
 default, since Python's default level is WARNING). `TUNER_EXPLAIN=1` prints the full
@@ -23,13 +27,12 @@ decision per graph to stderr, once per graph and platform: the backend asks
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from tuner.decision import Decision, Tier, short
+from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short
 from tuner.errors import UsageError
 from tuner.explanation import Explanation, explain_graph, print_explanation
 from tuner.lookup import GraphLookup, Lookup, process_lookup
@@ -37,12 +40,10 @@ from tuner.lookup import GraphLookup, Lookup, process_lookup
 if TYPE_CHECKING:
     import torch.fx
 
-    from tuner.compiler import CompileConfig
-
 log = logging.getLogger("tuner.lookup")
 
 _once_lock = threading.Lock()
-_said_freezing = False
+_said_unmeasured = False
 
 
 class TunerBackend:
@@ -73,11 +74,9 @@ class TunerBackend:
                              f"pass Inductor settings as options={{...}}")
         index = next(self._index)
         decision = self.freezing.decision_for_frozen_trace() if self.freezing is not None else None
-        if decision is not None:
-            config = _without_untraced_freezing(decision)
-            _report(index, decision, note="frozen re-trace, decided from the first call")
-        else:
-            lookup = self.lookup
+        explanation, note = None, "frozen re-trace, decided from the first call"
+        if decision is None:
+            lookup, note = self.lookup, ""
             found = lookup.decide_graph(gm, example_inputs, index=index)
             decision = found.decision
             explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
@@ -85,13 +84,15 @@ class TunerBackend:
                 _report(index, decision, explanation,
                         note="runs uncompiled this once; compiled with freezing from the next call")
                 return gm.forward
-            config = _without_untraced_freezing(decision)
-            note = "" if config.freezing == decision.config.freezing else (
-                "freezing not applied: Dynamo decides it before a backend runs; tuner.compile(model) applies it")
-            _report(index, decision, explanation, note=note)
+        choice = backend_choice(decision, traced_frozen=_traced_frozen())
+        _report(index, decision, explanation, note="; ".join(n for n in (note, choice.note) if n))
+        if choice.applies is Applies.UNMEASURED:
+            _say_unmeasured_once(decision)
+        if choice.applies is Applies.EAGER:
+            return gm.forward
         from tuner.compiler import make_backend
 
-        return make_backend(config)(gm, example_inputs, mode=mode, options=options)
+        return make_backend(choice.config)(gm, example_inputs, mode=mode, options=options)
 
 
 class FreezingPlan:
@@ -147,25 +148,23 @@ def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation 
     return lookup.guarded("explain", index, lambda: explain_graph(lookup, fingerprint, platform))
 
 
-def _without_untraced_freezing(decision: Decision) -> "CompileConfig":
-    """The config to compile with: freezing stays only where Dynamo traced for it."""
+def _traced_frozen() -> bool:
+    """Dynamo is tracing with parameters as constants (prepare_freezing, grad off): only then
+    can a config that needs freezing apply as stored."""
     import torch
     import torch._dynamo.config as dynamo_config
 
-    config = decision.config
-    if not config.freezing:
-        return config
-    if dynamo_config.prepare_freezing and not torch.is_grad_enabled():
-        return config
-    global _said_freezing
+    return bool(dynamo_config.prepare_freezing) and not torch.is_grad_enabled()
+
+
+def _say_unmeasured_once(decision: Decision) -> None:
+    """Once per process, at INFO: why a graph whose stored config needs freezing got Inductor's defaults."""
+    global _said_unmeasured
     with _once_lock:
-        first, _said_freezing = not _said_freezing, True
+        first, _said_unmeasured = not _said_unmeasured, True
     if first:
-        log.info("tuner: the stored config for graph %s turns freezing on, which torch.compile(backend=\"tuner\") "
-                 "cannot do (Dynamo decides it before the backend runs, and only for inference); applying the "
-                 "rest of the config. To get freezing, compile with tuner.compile(model) and call it under "
-                 "torch.no_grad()", short(decision.graph_key))
-    return dataclasses.replace(config, freezing=False)
+        log.info("tuner: graph %s: %s(model) under torch.no_grad(). Until then backend=\"tuner\" compiles "
+                 "such graphs with Inductor's defaults", short(decision.graph_key), NO_UNFROZEN)
 
 
 def _report(index: int, decision: Decision, explanation: Explanation | None = None, *, note: str = "") -> None:

@@ -8,13 +8,16 @@ ratio with a distribution-free interval.
 """
 from __future__ import annotations
 
-import math
 import random
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
+from tuner.stats import Speedup, median_interval, paired_speedup
 from tuner.trial import MeasureSpec, Status
+
+__all__ = ["DEFAULT", "EAGER", "ConfirmFailed", "ConfirmRequest", "ConfirmResult", "Speedup", "VariantResult",
+           "halves", "median_interval", "run_confirmation", "speedup"]
 
 EAGER = "eager"
 DEFAULT = "default"
@@ -27,7 +30,7 @@ class ConfirmRequest:
 
     spec: MeasureSpec
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...] | None], ...]   # (label, params); None = eager
-    rounds: int = 15
+    rounds: int = 20
     samples_per_round: int = 3
 
     @property
@@ -101,41 +104,19 @@ class ConfirmFailed:
         return cls(status=Status(data["status"]), error=data["error"])
 
 
-@dataclass(frozen=True)
-class Speedup:
-    """Median of per-round baseline/variant ratios and its interval (about 95%)."""
-
-    median: float
-    low: float
-    high: float
-    rounds: int
-
-    @property
-    def clears_noise(self) -> bool:
-        return self.low > 1.0
-
-
-def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Order-statistic interval for the median (binomial, no distribution assumed)."""
-    xs, n = sorted(values), len(values)
-    if n < 6:
-        return xs[0], xs[-1]
-    cdf, k = 0.0, 0
-    for k in range(n + 1):
-        cdf += math.comb(n, k) / 2**n
-        if cdf > (1 - confidence) / 2:
-            break
-    lo = max(0, k - 1)
-    return xs[lo], xs[n - 1 - lo]
-
-
 def speedup(baseline: VariantResult, variant: VariantResult) -> Speedup | None:
     """Paired speedup of `variant` over `baseline`; None if either has no rounds."""
-    pairs = [b / v for b, v in zip(baseline.round_ms, variant.round_ms) if v > 0]
-    if not pairs:
-        return None
-    low, high = median_interval(pairs)
-    return Speedup(median=statistics.median(pairs), low=low, high=high, rounds=len(pairs))
+    return paired_speedup(baseline.round_ms, variant.round_ms)
+
+
+def halves(result: ConfirmResult) -> tuple[ConfirmResult, ConfirmResult]:
+    """The result split by round parity: (even rounds, odd rounds). A choice made on one half
+    and a claim reported from the other are independent: the claim's rounds played no part
+    in the choice (no winner's curse), and both halves span the whole run in time."""
+    def pick(parity: int) -> ConfirmResult:
+        return replace(result, variants=tuple(replace(v, round_ms=v.round_ms[parity::2]) for v in result.variants))
+
+    return pick(0), pick(1)
 
 
 def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
@@ -147,8 +128,9 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     """
     import torch
 
-    from tuner.measure import Rejected, Runner, apply_threads, calibrate, prepare, time_samples
+    from tuner.measure import Rejected, Runner, apply_threads, prepare
     from tuner.node_lock import measure_lock
+    from tuner.timing import RoundPlan, interleaved_rounds
 
     threads = apply_threads(request.spec)
     runners: dict[str, Runner] = {}
@@ -159,16 +141,13 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
             results[label] = VariantResult(label, runner.status, error=runner.headline)
         else:
             runners[label] = runner
-    rng = random.Random(request.spec.seed)
+    plan = RoundPlan(min_rounds=request.rounds, max_rounds=request.rounds, samples_per_round=request.samples_per_round,
+                     target_width=None, budget_s=None)
     rounds: dict[str, list[float]] = {label: [] for label in runners}
-    with torch.no_grad(), measure_lock():
-        calls = {label: calibrate(r.call, warmup=3, sync=r.sync) for label, r in runners.items()}
-        for _ in range(request.rounds):
-            for label in rng.sample(list(runners), len(runners)):
-                runner = runners[label]
-                samples = time_samples(runner.call, calls=calls[label], samples=request.samples_per_round,
-                                       sync=runner.sync)
-                rounds[label].append(statistics.median(samples))
+    if runners:
+        with torch.no_grad(), measure_lock():
+            rounds = interleaved_rounds(runners, plan, baseline=next(iter(runners)),
+                                        rng=random.Random(request.spec.seed))
     for label, runner in runners.items():
         results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
     return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)

@@ -13,6 +13,12 @@ Two tiers, in order:
    first, then the newest config.
 
 Anything else is a miss: Inductor's defaults.
+
+`backend_choice` holds the other rule, also pure: what a backend does with a decided graph.
+It applies only a config that was measured as such: the eager verdict runs the graph
+uncompiled; a config that needs freezing applies only where Dynamo traced for freezing,
+and elsewhere the config measured without freezing beside it (or, when none was, Inductor's
+defaults).
 """
 from __future__ import annotations
 
@@ -47,11 +53,14 @@ class StoredElsewhere:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to compile one graph with, and why.
+    """Which stored config applies to one graph, and why.
 
-    `config` is `CompileConfig()` (Inductor's defaults) unless a stored config applies.
-    A hit whose stored verdict is "defaults won" has tier EXACT/SAME_HARDWARE and a default
-    `config`. `source` is the platform the applied config was measured on.
+    `config` is the stored config as measured (freezing included), re-validated; it is
+    `CompileConfig()` (Inductor's defaults) on a miss, and on a hit whose stored verdict is
+    "defaults won" or "eager won" (`eager`). `unfrozen` is the stored config measured without
+    freezing beside a freezing `config` (re-validated too), None when none is stored. What a
+    backend applies is `backend_choice(decision, ...)`. `source` is the platform the stored
+    config was measured on.
     """
 
     graph_key: str
@@ -62,10 +71,75 @@ class Decision:
     best: "BestConfig | None" = None
     source: "Platform | None" = None
     elsewhere: tuple[StoredElsewhere, ...] = ()
+    unfrozen: "CompileConfig | None" = None
 
     @property
     def hit(self) -> bool:
         return self.tier in (Tier.EXACT, Tier.SAME_HARDWARE)
+
+    @property
+    def eager(self) -> bool:
+        """The stored verdict is "eager won": run this graph uncompiled."""
+        return self.hit and self.best is not None and self.best.eager
+
+
+class Applies(str, enum.Enum):
+    """What a backend does with one graph (`backend_choice`)."""
+
+    CONFIG = "config"            # compile with `Decision.config`: stored as measured, or defaults
+    EAGER = "eager"              # eager won: run the graph uncompiled
+    UNFROZEN = "unfrozen"        # config needs freezing, trace not frozen: the config measured without
+    UNMEASURED = "unmeasured"    # as UNFROZEN, but none was measured (an older row): Inductor's defaults
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a backend applies to one graph: `config` (unused for EAGER), and a `note` saying
+    why when it is not simply the decided config ("" otherwise)."""
+
+    applies: Applies
+    config: "CompileConfig"
+    note: str = ""
+
+
+NO_UNFROZEN = ("the stored config needs freezing, and no config without freezing was measured for it; "
+               "re-run `tuner search` or use tuner.compile")
+
+
+def backend_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
+    """Which config a backend applies to the graph of `decision`; the backend never applies a
+    config that was not measured as such.
+
+    `traced_frozen`: Dynamo traced this graph for freezing (prepare_freezing, grad off), which
+    only `tuner.compile` arranges. An eager verdict runs uncompiled (EAGER). A config that needs
+    freezing applies as stored only on a frozen trace; elsewhere `decision.unfrozen` applies
+    (measured beside it; `CompileConfig()` when Inductor's defaults won among configs without
+    freezing), or Inductor's defaults when none was measured (UNMEASURED, note NO_UNFROZEN).
+    Everything else, misses included, is `decision.config`.
+    """
+    from tuner.compiler import CompileConfig
+
+    if decision.eager:
+        return Choice(Applies.EAGER, CompileConfig(), "no Inductor compile")
+    if not decision.config.freezing or traced_frozen:
+        return Choice(Applies.CONFIG, decision.config)
+    if decision.unfrozen is None:
+        return Choice(Applies.UNMEASURED, CompileConfig(), f"{NO_UNFROZEN}; applying Inductor's defaults")
+    return Choice(Applies.UNFROZEN, decision.unfrozen,
+                  f"the stored config needs freezing, which only tuner.compile applies; applying "
+                  f"{unfrozen_label(decision.best)}")
+
+
+def unfrozen_label(best: "BestConfig | None") -> str:
+    """The config measured without freezing beside a freezing winner, as one phrase:
+    "max_fusion_size=16, measured without freezing (speedup 1.050x)", or for {} "Inductor's
+    defaults, which won among the configs without freezing (...)"; "none measured" for None."""
+    if best is None or best.unfrozen_params is None:
+        return "none measured"
+    knobs = key_values(sorted(best.unfrozen_params.items()))
+    text = (f"{knobs}, measured without freezing" if knobs
+            else "Inductor's defaults, which won among the configs without freezing")
+    return text if best.unfrozen_speedup is None else f"{text} (speedup {best.unfrozen_speedup:.3f}x)"
 
 
 def short(key: str) -> str:
@@ -89,7 +163,7 @@ def decide_tier(graph_key: str, platform: "Platform",
         others = tuple(StoredElsewhere(p, b, _why_not(p, platform)) for b, p in stored_rows if p.key != platform.key)
         return Decision(graph_key=graph_key, platform=platform, tier=Tier.EXACT, config=_config_of(best),
                         reason=f"tuned for this graph on this platform ({_label(best)})",
-                        best=best, source=source, elsewhere=others)
+                        best=best, source=source, elsewhere=others, unfrozen=_unfrozen_of(best))
 
     same_hw = [(b, p) for b, p in stored_rows if p.hardware_key == platform.hardware_key]
     mine = dict(platform.software)
@@ -97,7 +171,7 @@ def decide_tier(graph_key: str, platform: "Platform",
     rejected: dict[int, str] = {}
     for best, source in same_hw:
         try:
-            config = _config_of(best)
+            config, unfrozen = _config_of(best), _unfrozen_of(best)
         except SpaceError as exc:
             rejected[id(best)] = f"same hardware, {_software_diff(source, platform)}; rejected: {exc}"
             continue
@@ -107,7 +181,7 @@ def decide_tier(graph_key: str, platform: "Platform",
                         reason=(f"tuned for this graph on this hardware under "
                                 f"{_software_diff(source, platform)}; knobs re-validated against "
                                 f"this torch ({_label(best)})"),
-                        best=best, source=source, elsewhere=others)
+                        best=best, source=source, elsewhere=others, unfrozen=unfrozen)
     elsewhere = tuple(StoredElsewhere(p, b, rejected.get(id(b)) or _why_not(p, platform)) for b, p in stored_rows)
     if not stored_rows:
         reason = "no config is stored for this graph on any platform"
@@ -121,7 +195,21 @@ def _config_of(best: "BestConfig") -> "CompileConfig":
     """The stored config as a CompileConfig, re-validated against this torch (SpaceError if not)."""
     from tuner.compiler import CompileConfig, compile_config
 
-    return CompileConfig() if best.is_default else compile_config(dict(best.params))
+    return CompileConfig() if best.is_default or best.eager else compile_config(dict(best.params))
+
+
+def _unfrozen_of(best: "BestConfig") -> "CompileConfig | None":
+    """The config measured without freezing, re-validated like the params (SpaceError if not,
+    or if it turns freezing on after all)."""
+    from tuner.compiler import compile_config
+
+    if best.unfrozen_params is None:
+        return None
+    config = compile_config(dict(best.unfrozen_params))
+    if config.freezing:
+        raise SpaceError("the config stored as measured without freezing turns freezing on; "
+                         "re-tune the model with: tuner search MODEL_FILE")
+    return config
 
 
 def _why_not(source: "Platform", platform: "Platform") -> str:
@@ -133,6 +221,9 @@ def _why_not(source: "Platform", platform: "Platform") -> str:
 def _label(best: "BestConfig") -> str:
     if best.is_default:
         return "Inductor's defaults won"
+    if best.eager:
+        return (f"eager won: runs uncompiled; speedup {best.speedup:.3f}x [{best.ci_low:.3f}, "
+                f"{best.ci_high:.3f}] over the default compile")
     knobs = key_values(sorted(best.params.items()))
     return f"{knobs}; speedup {best.speedup:.3f}x [{best.ci_low:.3f}, {best.ci_high:.3f}]"
 

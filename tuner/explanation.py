@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tuner.decision import Decision, Tier, short
+from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short, unfrozen_label
 from tuner.errors import StorageError
 
 if TYPE_CHECKING:
@@ -144,16 +144,29 @@ def format_explanation(exp: Explanation, *, note: str = "") -> str:
     if d.platform is not None:
         lines.append(f"  platform: {d.platform.describe()} [{d.platform.key}]")
     lines.append(f"  why: {d.reason}")
-    if d.hit and not d.config.is_default:
-        lines.append(f"  applies: {_config_text(d.config)}")
-    elif d.hit:
-        lines.append("  applies: Inductor's defaults (the search found nothing better)")
-    else:
-        lines.append("  applies: Inductor's defaults")
+    lines += applies_lines(d)
     if note:
         lines.append(f"  note: {note}")
     lines += [f"  nearest: {line}" for line in exp.nearest]
     return "\n".join(lines)
+
+
+def applies_lines(d: Decision) -> list[str]:
+    """What each entry point applies to the graph: one "applies:" line, two where the
+    stored config needs freezing (tuner.compile applies it, backend="tuner" cannot)."""
+    if d.eager:
+        return ["  applies: nothing: eager won: runs uncompiled (no Inductor compile)"]
+    if not d.hit:
+        return ["  applies: Inductor's defaults"]
+    if d.config.is_default:
+        return ["  applies: Inductor's defaults (the search found nothing better)"]
+    if not d.config.freezing:
+        return [f"  applies: {_config_text(d.config)}"]
+    plain = backend_choice(d, traced_frozen=False)
+    without = (unfrozen_label(d.best) if plain.applies is Applies.UNFROZEN
+               else f"Inductor's defaults: {NO_UNFROZEN}")
+    return [f"  applies: {_config_text(d.config)} (tuner.compile, called under torch.no_grad())",
+            f"  applies with backend=\"tuner\": {without}"]
 
 
 TIER_TEXT = {

@@ -10,7 +10,6 @@ node's measure lock (`tuner.node_lock`).
 """
 from __future__ import annotations
 
-import math
 import os
 import random
 import resource
@@ -23,7 +22,13 @@ from typing import Any, Callable
 
 import torch
 
+from tuner.stats import median_and_iqr, paired_speedup
+from tuner.timing import calibrate, interleaved_rounds, time_samples
 from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
+
+__all__ = ["Rejected", "Runner", "calibrate", "compare_outputs", "median_and_iqr", "prepare", "run_trial",
+           "time_samples"]
+CANDIDATE, BASELINE = "candidate", "default"
 
 # (rtol, atol) by dtype. Inductor reorders reductions and fuses, so fp32 gets more
 # room than torch.testing's defaults; low precision gets its usual tolerance.
@@ -33,7 +38,6 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-2, 1e-2),
     torch.bfloat16: (5e-2, 5e-2),
 }
-MIN_SAMPLE_S = 0.002   # one timed sample covers at least this long, so perf_counter's grain is noise-free
 
 
 def worker_name() -> str:
@@ -92,36 +96,6 @@ def _compare_floats(ref: torch.Tensor, out: torch.Tensor) -> str | None:
         err = float((out.double() - ref.double()).abs().max())
         return f"max abs error {err:.3g} exceeds {ref.dtype} tolerance (rtol={rtol}, atol={atol})"
     return None
-
-
-def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None]) -> int:
-    """Run `warmup` calls; return how many calls one timed sample needs to last MIN_SAMPLE_S."""
-    start = time.perf_counter()
-    for _ in range(max(1, warmup)):
-        fn()
-    sync()
-    per_call = (time.perf_counter() - start) / max(1, warmup)
-    return max(1, math.ceil(MIN_SAMPLE_S / max(per_call, 1e-7)))
-
-
-def time_samples(fn: Callable[[], Any], *, calls: int, samples: int, sync: Callable[[], None]) -> list[float]:
-    """`samples` timings in ms per call, each over `calls` back-to-back calls."""
-    out = []
-    for _ in range(samples):
-        sync()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        out.append((time.perf_counter() - start) * 1000.0 / calls)
-    return out
-
-
-def median_and_iqr(samples: list[float]) -> tuple[float, float]:
-    if len(samples) < 4:
-        return statistics.median(samples), (max(samples) - min(samples))
-    q1, _, q3 = statistics.quantiles(samples, n=4)
-    return statistics.median(samples), q3 - q1
 
 
 def device_sync(device: str) -> Callable[[], None]:
@@ -260,6 +234,12 @@ def run_trial(request: TrialRequest) -> Measurement:
 
 
 def _measure(request: TrialRequest, worker: str) -> Measurement:
+    """Time the candidate against Inductor's defaults in this process, paired and interleaved.
+
+    The defaults' compile comes from Inductor's FX graph cache after the first trial, so the
+    pairing costs a model load and a cache hit. The trial of the defaults themselves pairs
+    two copies: its ratio shows the noise of this protocol on this machine.
+    """
     from tuner.node_lock import measure_lock
 
     spec = request.spec
@@ -267,9 +247,17 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     runner = prepare(spec, request.params)
     if isinstance(runner, Rejected):
         return Measurement.failed(runner.status, runner.message, worker)
+    baseline = prepare(spec, ())
+    if isinstance(baseline, Rejected):
+        return Measurement.failed(Status.RUNTIME_ERROR, f"the default compile, which every trial is paired with, "
+                                  f"failed: {baseline.message}", worker)
     with torch.no_grad(), measure_lock():
-        calls = calibrate(runner.call, warmup=spec.warmup, sync=runner.sync)
-        samples = time_samples(runner.call, calls=calls, samples=spec.repeat, sync=runner.sync)
-    median, spread = median_and_iqr(samples)
+        rounds = interleaved_rounds({CANDIDATE: runner, BASELINE: baseline}, spec.plan(), baseline=BASELINE,
+                                    rng=random.Random(spec.seed * 100_003 + request.number))
+    median, spread = median_and_iqr(rounds[CANDIDATE])
+    sp = paired_speedup(rounds[BASELINE], rounds[CANDIDATE])
     return Measurement(status=Status.OK, latency_ms=median, spread_ms=spread, compile_s=runner.compile_s,
-                       peak_mem_mb=peak_memory_mb(runner.device), reps=len(samples), worker=worker, threads=threads)
+                       peak_mem_mb=peak_memory_mb(runner.device), reps=len(rounds[CANDIDATE]), worker=worker,
+                       threads=threads, baseline_ms=statistics.median(rounds[BASELINE]),
+                       speedup=sp.median if sp else None, speedup_low=sp.low if sp else None,
+                       speedup_high=sp.high if sp else None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from tuner.confirm import ConfirmFailed
+from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.errors import TunerError, UsageError
 from tuner.platform import Platform
 from tuner.search import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
@@ -21,7 +21,7 @@ from tuner.settings import Settings
 from tuner.storage import Store
 from tuner.storage.records import StudyInfo, TrialRecord
 from tuner.trial import MeasureSpec
-from tuner.verdict import Verdict, best_configs, confirmation_request, decide, pick_finalists
+from tuner.verdict import Verdict, best_configs, conclude, pick_finalists
 from tuner.workers.executor import Executor, get_executor
 
 __all__ = ["Execution", "MeasureSpec", "SearchEvents", "SearchInterrupted", "SearchOptions", "SearchResult",
@@ -203,19 +203,23 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
     if not any(r.measurement.ok for r in outcome.trials):
         return SearchResult(target=target, outcome=outcome, verdict=None, stored=False)
     spec = replace(job.measure, platform_key=target.platform.key,
-                   timeout_s=max(job.measure.timeout_s * (len(finalists) + 1), 600))
-    request = confirmation_request(spec, finalists, rounds=job.rounds)
+                   timeout_s=max(job.measure.timeout_s * (len(finalists) + 3), 600))
     try:
-        confirmed = executor.run_confirmation(request)
+        verdict = conclude(lambda request: _confirm(executor, request), spec, finalists, rounds=job.rounds)
     except KeyboardInterrupt:
         raise SearchInterrupted(outcome, confirming=True)
+    stored = False
+    for best in best_configs(verdict, workload=target.workload, platform=target.platform, study=study, user=user):
+        stored = store.save_best(best) or stored
+    return SearchResult(target=target, outcome=outcome, verdict=verdict, stored=stored)
+
+
+def _confirm(executor: Executor, request: ConfirmRequest) -> ConfirmResult:
+    """One confirmation run on `executor`; TunerError (naming --resume) when it failed."""
+    confirmed = executor.run_confirmation(request)
     if isinstance(confirmed, ConfirmFailed):
         lines = confirmed.error.strip().splitlines()
         cause = lines[0] + (f" ({lines[-1].strip()})" if len(lines) > 1 else "")
         raise TunerError(f"confirmation run failed: {cause}; the trials are stored; "
                          f"rerun with --resume to try again")
-    verdict = decide(confirmed, finalists)
-    stored = False
-    for best in best_configs(verdict, workload=target.workload, platform=target.platform, study=study, user=user):
-        stored = store.save_best(best) or stored
-    return SearchResult(target=target, outcome=outcome, verdict=verdict, stored=stored)
+    return confirmed

@@ -51,13 +51,17 @@ class SearchOptions:
     sampler: str = "tpe"
     seed: int = 0
     resume: bool = False
-    rounds: int = 15              # paired rounds when confirming finalists
+    rounds: int = 20              # paired rounds when confirming: half choose, half report
     space: str | None = None
     unsafe: bool = False
 
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise UsageError(f"--trials must be at least 1, got {self.trials}")
+        if self.rounds < 4:
+            raise UsageError(f"--rounds must be at least 4 (half choose, half report), got {self.rounds}")
+        if self.measure.repeat < 2:
+            raise UsageError(f"--repeat must be at least 2 paired rounds, got {self.measure.repeat}")
         if self.sampler not in SAMPLERS:
             raise UsageError(f"unknown sampler {self.sampler!r}; choose one of: {', '.join(SAMPLERS)}")
         if self.measure.threads is not None and self.measure.threads < 1:
@@ -233,9 +237,9 @@ class Driver:
 
 
 def _tell_args(measurement: Measurement) -> dict[str, Any]:
-    """Arguments for `study.tell`: the median latency, or a failed trial."""
-    if measurement.ok and measurement.latency_ms is not None:
-        return {"state": optuna.trial.TrialState.COMPLETE, "values": measurement.latency_ms}
+    """Arguments for `study.tell`: the paired ratio (`Measurement.objective`), or a failed trial."""
+    if measurement.objective is not None:
+        return {"state": optuna.trial.TrialState.COMPLETE, "values": measurement.objective}
     return {"state": optuna.trial.TrialState.FAIL}
 
 

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from tuner.keys import canonical_json  # re-exported: tuner.trial.canonical_json stays valid
 from tuner.text import key_values
+from tuner.timing import RoundPlan
 
 
 class Status(str, enum.Enum):
@@ -70,10 +71,28 @@ class Measurement:
     error: str | None = None
     worker: str | None = None            # host/pid (or Ray node) that ran the trial
     threads: int | None = None           # torch's thread count in the trial process while it timed
+    # Paired against Inductor's defaults in the same process, interleaved (tuner.measure):
+    baseline_ms: float | None = None     # the default compile's median over the same rounds
+    speedup: float | None = None         # median of per-round baseline/candidate ratios (>1: faster)
+    speedup_low: float | None = None     # interval of that median (about 95%, distribution-free)
+    speedup_high: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    @property
+    def objective(self) -> float | None:
+        """What the search minimises: the paired latency ratio candidate/default (1 / speedup).
+
+        A measurement without a pairing (recorded before trials were paired, or replayed from a
+        table of latencies) falls back to its latency; None when it has neither.
+        """
+        if not self.ok:
+            return None
+        if self.speedup:
+            return 1.0 / self.speedup
+        return self.latency_ms
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -106,16 +125,29 @@ class MeasureSpec:
     `memory_limit_mb` caps the memory of each trial process (`--memory-limit`, applied
     inside it: `tuner.memory_limit`; None: no cap). The confirmation, which holds every
     finalist at once, runs without it.
+
+    A trial times its candidate and Inductor's defaults in paired, interleaved rounds
+    (`tuner.timing`): at least `min_rounds`, at most `repeat`, stopping early once the
+    interval of the median ratio is narrower than `target_width` (relative) or after
+    `budget_s` seconds of rounds.
     """
 
     model_path: str
     seed: int = 0
     threads: int | None = None
     warmup: int = 3
-    repeat: int = 20              # timed samples per trial
+    repeat: int = 20              # at most this many paired rounds per trial
     timeout_s: float = 300.0
     platform_key: str | None = None
     memory_limit_mb: int | None = None
+    min_rounds: int = 6
+    target_width: float | None = 0.05
+    budget_s: float | None = 10.0
+
+    def plan(self) -> RoundPlan:
+        """The rounds protocol of one trial."""
+        return RoundPlan(min_rounds=min(self.min_rounds, self.repeat), max_rounds=self.repeat,
+                         target_width=self.target_width, budget_s=self.budget_s, warmup=self.warmup)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,17 +1,34 @@
-"""From trials to a stored best config: pick finalists, confirm them, decide, report.
+"""From trials to a stored verdict: finalists, a choice, the minimal config, a held-out claim.
 
-A finalist becomes the best config only if its paired speedup over the default
-compile clears the measured noise (the lower end of its interval is above 1).
-Otherwise the verdict is "defaults are best", which is stored too, so lookup knows
-the workload was tuned.
+`conclude` runs the steps through a `run` function (an executor's `run_confirmation`):
+
+1. **Selection run**: eager, the default compile and each finalist (`pick_finalists`),
+   interleaved. Its even rounds choose: among eager and the finalists, those whose paired
+   speedup over the default clears the noise (interval above 1), the highest median; none
+   means Inductor's defaults stay.
+2. **Ablation**, when the choice is a config of two or more knobs: one run times the
+   choice against itself minus each knob; a knob stays only if removing it makes the
+   choice slower beyond the noise (its even rounds decide).
+3. **Claim run**, only when the stored config was not in the selection run (the ablation
+   dropped knobs) or it turns freezing on: eager, the default, the minimal config (the
+   full choice beside it) and, for freezing, configs without freezing. Its even rounds pick
+   what is stored (the minimal config unless it is slower than the choice beyond the noise,
+   eager if it beats that beyond the noise, the best config without freezing for the plain
+   backend).
+
+Every claim comes from the odd rounds of the last run: rounds that played no part in any
+choice, so the reported speedup carries no winner's curse. A stored config whose claim
+does not clear the noise is not stored: Inductor's defaults are, so nothing is ever stored
+slower than the default compile or than eager.
 """
 from __future__ import annotations
 
 import datetime as dt
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
-from tuner.confirm import DEFAULT, EAGER, ConfirmRequest, ConfirmResult, Speedup, speedup
+from tuner.confirm import DEFAULT, EAGER, ConfirmRequest, ConfirmResult, Speedup, halves, speedup
 from tuner.errors import TunerError
 from tuner.platform import Platform
 from tuner.storage.records import BestConfig, StudyInfo, TrialRecord
@@ -20,73 +37,258 @@ from tuner.version import __version__
 from tuner.workload import Workload
 
 MODE_PREFIX = "mode "
+FREEZING = "freezing"
 
 
 @dataclass(frozen=True)
 class Finalist:
+    """A candidate re-measured after the search; `search` is its paired speedup in its trial."""
+
     label: str
     candidate: Candidate
+    search: Speedup | None = None
+
+    @property
+    def freezes(self) -> bool:
+        return bool(self.candidate.as_dict().get(FREEZING))
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Which knobs of the chosen config mattered: `effects[knob]` is how much faster the choice
+    is than the choice without that knob (None: without it, it failed)."""
+
+    chosen: Finalist
+    kept: tuple[str, ...]
+    dropped: tuple[str, ...]
+    effects: tuple[tuple[str, Speedup | None], ...]
+    result: ConfirmResult
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The decision and the evidence behind it."""
+    """What a search concluded, with the evidence.
 
-    winner: Finalist | None                 # None: Inductor's defaults stay
-    speedups: tuple[tuple[str, Speedup | None], ...]
-    result: ConfirmResult
+    `stored` is the config stored for lookup (None: Inductor's defaults; `eager`: run
+    uncompiled). `claim` is its speedup over the default compile and `over_eager` over eager,
+    both from held-out rounds of `claim_run`. `unfrozen` is, when `stored` freezes, the config
+    the plain backend applies (empty candidate: the defaults) with its `unfrozen_claim`.
+    """
+
     finalists: tuple[Finalist, ...]
+    selection: ConfirmResult
+    chosen: str                                  # DEFAULT, EAGER or a finalist's label
+    stored: Finalist | None
+    eager: bool
+    claim: Speedup | None
+    over_eager: Speedup | None
+    claim_run: ConfirmResult
+    ablation: Ablation | None = None
+    unfrozen: Finalist | None = None
+    unfrozen_claim: Speedup | None = None
+    notes: tuple[str, ...] = field(default=())
 
-    def speedup_of(self, label: str) -> Speedup | None:
-        return dict(self.speedups).get(label)
+    @property
+    def winner(self) -> Finalist | None:
+        return self.stored
+
+    def held_out(self, label: str) -> Speedup | None:
+        """`label`'s speedup over the default in the selection run's held-out (odd) rounds."""
+        return _speedups(halves(self.selection)[1]).get(label)
 
 
 def pick_finalists(records: tuple[TrialRecord, ...], *, top: int = 2) -> tuple[Finalist, ...]:
-    """The best built-in mode (if one ran ok) and the `top` fastest other ok candidates."""
-    ok = sorted((r for r in records if r.measurement.ok and r.params), key=lambda r: r.measurement.latency_ms)
+    """The best built-in mode, the `top` best other configs, and the best config without
+    freezing when those all freeze; ranked by the paired trial ratio (`Measurement.objective`)."""
+    ok = sorted((r for r in records if r.measurement.objective is not None and r.params),
+                key=lambda r: r.measurement.objective)
     modes = [r for r in ok if set(r.params) == {"mode"}]
-    finalists = [Finalist(MODE_PREFIX + str(modes[0].params["mode"]), Candidate.from_dict(modes[0].params))] if modes else []
-    others = [r for r in ok if not modes or r is not modes[0]][:top]
-    finalists += [Finalist(f"tuned #{i + 1}", Candidate.from_dict(r.params)) for i, r in enumerate(others)]
-    return tuple(finalists)
+    picked = [(MODE_PREFIX + str(modes[0].params["mode"]), modes[0])] if modes else []
+    others = [r for r in ok if not modes or r is not modes[0]]
+    picked += [(f"tuned #{i + 1}", r) for i, r in enumerate(others[:top])]
+    if picked and all(r.params.get(FREEZING) for _, r in picked):
+        thawed = next((r for r in others[top:] if not r.params.get(FREEZING)), None)
+        if thawed is not None:
+            picked.append(("tuned without freezing", thawed))
+    return tuple(Finalist(label, Candidate.from_dict(r.params), _trial_speedup(r)) for label, r in picked)
 
 
-def confirmation_request(spec: MeasureSpec, finalists: tuple[Finalist, ...], *, rounds: int) -> ConfirmRequest:
-    """Eager, the default compile and each finalist, measured as `spec` says."""
-    variants = ((EAGER, None), (DEFAULT, ()), *((f.label, f.candidate.params) for f in finalists))
-    return ConfirmRequest(spec=spec, variants=variants, rounds=rounds)
+def _trial_speedup(record: TrialRecord) -> Speedup | None:
+    m = record.measurement
+    if m.speedup is None:
+        return None
+    return Speedup(m.speedup, m.speedup_low or m.speedup, m.speedup_high or m.speedup, m.reps or 0)
 
 
-def decide(result: ConfirmResult, finalists: tuple[Finalist, ...]) -> Verdict:
-    """The finalist with the highest median speedup among those that clear the noise, else defaults."""
+def request(spec: MeasureSpec, variants: list[tuple[str, Candidate | None]], rounds: int) -> ConfirmRequest:
+    """A confirmation of `variants` (None: eager), each once, in the order given."""
+    seen, unique = set(), []
+    for label, cand in variants:
+        key = None if cand is None else cand.key
+        if key not in seen:
+            seen.add(key)
+            unique.append((label, None if cand is None else cand.params))
+    return ConfirmRequest(spec=spec, variants=tuple(unique), rounds=rounds)
+
+
+def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, finalists: tuple[Finalist, ...],
+             *, rounds: int) -> Verdict:
+    """Steps 1-3 of the module docstring; `run` measures one confirmation (raises on failure)."""
+    selection = run(request(spec, [(EAGER, None), (DEFAULT, Candidate()),
+                                   *((f.label, f.candidate) for f in finalists)], rounds))
+    _require_default(selection)
+    choose_on, report_on = halves(selection)
+    chosen = choose(choose_on, [EAGER, *(f.label for f in finalists)])
+    by_label = {f.label: f for f in finalists}
+    if chosen in (DEFAULT, EAGER):
+        claims = _speedups(report_on)
+        return _checked(Verdict(finalists, selection, chosen, None, chosen == EAGER, claims.get(chosen),
+                                None, selection))
+    choice = by_label[chosen]
+    ablation = ablate(run, spec, choice, rounds=rounds) if len(choice.candidate.params) > 1 else None
+    minimal = _minimal(choice, ablation)
+    if minimal.candidate == choice.candidate and not choice.freezes:
+        claims = _speedups(report_on)
+        return _checked(Verdict(finalists, selection, chosen, choice, False, claims.get(chosen),
+                                _over_eager(report_on, chosen), selection, ablation))
+    return _claim_run(run, spec, finalists, selection, choice, minimal, ablation, rounds=rounds)
+
+
+def choose(result: ConfirmResult, labels: list[str]) -> str:
+    """The label with the highest median speedup over DEFAULT among those that clear the noise."""
+    sp = _speedups(result)
+    winners = [label for label in labels if sp.get(label) is not None and sp[label].clears_noise]
+    return max(winners, key=lambda label: sp[label].median, default=DEFAULT)
+
+
+def ablate(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, choice: Finalist, *,
+           rounds: int) -> Ablation:
+    """Time `choice` against itself minus each knob; keep a knob only if dropping it costs beyond the noise."""
+    params = choice.candidate.as_dict()
+    variants = [("chosen", choice.candidate)]
+    variants += [(f"without {k}", Candidate.from_dict({n: v for n, v in params.items() if n != k})) for k in params]
+    result = run(request(spec, variants, rounds))
+    choose_on = halves(result)[0]
+    base = choose_on.get("chosen")
+    if base is None or not base.round_ms:
+        return Ablation(choice, tuple(sorted(params)), (), (), result)
+    effects = []
+    for knob in sorted(params):
+        without = choose_on.get(f"without {knob}")
+        effects.append((knob, speedup(without, base) if without is not None and without.round_ms else None))
+    kept = tuple(k for k, sp in effects if sp is None or sp.clears_noise)
+    return Ablation(choice, kept, tuple(k for k in sorted(params) if k not in kept), tuple(effects), result)
+
+
+def _minimal(choice: Finalist, ablation: Ablation | None) -> Finalist:
+    if ablation is None or not ablation.dropped:
+        return choice
+    params = {k: v for k, v in choice.candidate.as_dict().items() if k in ablation.kept}
+    return Finalist(f"{choice.label} minimal", Candidate.from_dict(params), choice.search)
+
+
+def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, finalists: tuple[Finalist, ...],
+               selection: ConfirmResult, choice: Finalist, minimal: Finalist, ablation: Ablation | None, *,
+               rounds: int) -> Verdict:
+    """Step 3: measure what would be stored beside eager, the default, the full choice and the
+    configs without freezing; choose on even rounds, claim from odd rounds."""
+    thawed = _thawed_candidates(finalists, minimal, choice)
+    variants = [(EAGER, None), (DEFAULT, Candidate()), (minimal.label, minimal.candidate),
+                (choice.label, choice.candidate), *((f.label, f.candidate) for f in thawed)]
+    result = run(request(spec, variants, rounds))
+    _require_default(result)
+    choose_on, report_on = halves(result)
+    stored = minimal
+    if minimal.candidate != choice.candidate:
+        minimal_sp = _speedups(choose_on, baseline=choice.label).get(minimal.label)
+        if minimal_sp is None or minimal_sp.slower_beyond_noise:
+            stored = choice
+    notes = []
+    if _over_eager(choose_on, stored.label) is not None and _over_eager(choose_on, stored.label).slower_beyond_noise:
+        notes.append(f"eager beat {stored.label} beyond the noise, so the graph runs uncompiled")
+        stored = None
+    claims = _speedups(report_on)
+    if stored is None:
+        return _checked(Verdict(finalists, selection, EAGER, None, True, claims.get(EAGER), None, result,
+                                ablation, notes=tuple(notes)))
+    unfrozen, unfrozen_claim = None, None
+    if stored.freezes:
+        pick = choose(choose_on, [f.label for f in thawed])
+        unfrozen = next((f for f in thawed if f.label == pick), Finalist(DEFAULT, Candidate()))
+        unfrozen_claim = claims.get(unfrozen.label) if pick != DEFAULT else None
+    return _checked(Verdict(finalists, selection, choice.label, stored, False, claims.get(stored.label),
+                            _over_eager(report_on, stored.label), result, ablation, unfrozen, unfrozen_claim,
+                            tuple(notes)))
+
+
+def _thawed_candidates(finalists: tuple[Finalist, ...], minimal: Finalist, choice: Finalist) -> list[Finalist]:
+    """Configs without freezing to measure beside a freezing config: it without freezing, and
+    the finalists that do not freeze (the plain backend cannot freeze)."""
+    if not (minimal.freezes or choice.freezes):
+        return []
+    base = minimal if minimal.freezes else choice
+    rest = {k: v for k, v in base.candidate.as_dict().items() if k != FREEZING}
+    out = [Finalist(f"{base.label} without freezing", Candidate.from_dict(rest))] if rest else []
+    out += [f for f in finalists if not f.freezes]
+    return out
+
+
+def _checked(verdict: Verdict) -> Verdict:
+    """Refuse a claim that does not clear the noise in the held-out rounds: store the defaults."""
+    if verdict.chosen == DEFAULT or (verdict.claim is not None and verdict.claim.clears_noise):
+        return verdict
+    what = "eager" if verdict.eager else (verdict.stored.label if verdict.stored else verdict.chosen)
+    shown = verdict.claim.text() if verdict.claim else "no measurement"
+    note = f"{what} did not hold up in the held-out rounds ({shown}), so Inductor's defaults stay"
+    return Verdict(verdict.finalists, verdict.selection, DEFAULT, None, False, None, None, verdict.claim_run,
+                   verdict.ablation, notes=(*verdict.notes, note))
+
+
+def _speedups(result: ConfirmResult, baseline: str = DEFAULT) -> dict[str, Speedup | None]:
+    """Each variant's paired speedup over `baseline` (None for a variant with no rounds)."""
+    base = result.get(baseline)
+    if base is None or not base.round_ms:
+        return {}
+    return {v.label: speedup(base, v) if v.round_ms else None for v in result.variants}
+
+
+def _over_eager(result: ConfirmResult, label: str) -> Speedup | None:
+    eager, variant = result.get(EAGER), result.get(label)
+    if eager is None or variant is None or not eager.round_ms or not variant.round_ms:
+        return None
+    return speedup(eager, variant)
+
+
+def _require_default(result: ConfirmResult) -> None:
     baseline = result.get(DEFAULT)
     if baseline is None or not baseline.round_ms:
         raise TunerError(f"confirmation could not measure the default compile: "
                          f"{baseline.error if baseline else result.error}; rerun the search with --debug")
-    speedups = [(v.label, speedup(baseline, v) if v.round_ms else None) for v in result.variants]
-    by_label = dict(speedups)
-    winners = [f for f in finalists if by_label.get(f.label) and by_label[f.label].clears_noise]
-    winner = max(winners, key=lambda f: by_label[f.label].median, default=None)
-    return Verdict(winner=winner, speedups=tuple(speedups), result=result, finalists=finalists)
 
 
 def best_configs(verdict: Verdict, *, workload: Workload, platform: Platform, study: StudyInfo,
                  user: str) -> list[BestConfig]:
-    """One BestConfig per graph of the workload (the whole model shares one config)."""
-    base = verdict.result.get(DEFAULT)
-    if verdict.winner is None:
-        params, is_default = {}, True
-        sp = Speedup(1.0, 1.0, 1.0, len(base.round_ms))
-        latency = base.latency_ms
+    """One BestConfig per graph of the workload (the whole model shares one verdict)."""
+    run = verdict.claim_run
+    base = halves(run)[1].get(DEFAULT)
+    stored = verdict.stored
+    if stored is None and not verdict.eager:
+        params, sp, latency = {}, Speedup(1.0, 1.0, 1.0, len(base.round_ms)), base.latency_ms
     else:
-        params, is_default = verdict.winner.candidate.as_dict(), False
-        sp = verdict.speedup_of(verdict.winner.label)
-        latency = verdict.result.get(verdict.winner.label).latency_ms
+        params = {} if stored is None else stored.candidate.as_dict()
+        sp = verdict.claim
+        latency = halves(run)[1].get(EAGER if stored is None else stored.label).latency_ms
+    unfrozen = verdict.unfrozen
     software = dict(platform.software)
-    return [BestConfig(graph_key=g.key, platform_key=platform.key, params=params, is_default=is_default,
+    search = verdict.stored.search if verdict.stored is not None else None
+    return [BestConfig(graph_key=g.key, platform_key=platform.key, params=params,
+                       is_default=stored is None and not verdict.eager, eager=verdict.eager,
                        speedup=sp.median, ci_low=sp.low, ci_high=sp.high, rounds=sp.rounds,
                        latency_ms=latency, baseline_ms=base.latency_ms, workload_key=workload.key,
                        study_id=study.id, user=user, host=socket.gethostname(), tuner_version=__version__,
                        torch_version=software.get("torch", ""), triton_version=software.get("triton", ""),
-                       created_at=dt.datetime.now(dt.timezone.utc))
+                       created_at=dt.datetime.now(dt.timezone.utc),
+                       unfrozen_params=None if unfrozen is None else unfrozen.candidate.as_dict(),
+                       unfrozen_speedup=None if verdict.unfrozen_claim is None else verdict.unfrozen_claim.median,
+                       search_speedup=None if search is None else search.median)
             for g in workload.graphs]

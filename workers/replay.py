@@ -9,18 +9,30 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from tuner.confirm import ConfirmFailed, ConfirmRequest
+from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult, VariantResult
 from tuner.trial import Candidate, Measurement, Status, TrialRequest
 
 
-class ReplayExecutor:
-    """`recorded` maps Candidate.key to the Measurement that candidate produced."""
+EAGER_KEY = "eager"
 
-    def __init__(self, recorded: Mapping[str, Measurement], *, capacity: int = 1):
+
+class ReplayExecutor:
+    """`recorded` maps Candidate.key to the Measurement that candidate produced.
+
+    `rounds` maps Candidate.key (or EAGER_KEY for the uncompiled model) to per-round
+    latencies recorded in one interleaved confirmation run; a confirmation replays them,
+    round i of every variant paired with round i of the others (cycling when it asks for
+    more rounds than were recorded). With no `rounds`, a confirmation fails as not recorded.
+    """
+
+    def __init__(self, recorded: Mapping[str, Measurement], *, capacity: int = 1,
+                 rounds: Mapping[str, Sequence[float]] | None = None):
         self.capacity = capacity
         self.recorded = dict(recorded)
+        self.rounds = {key: tuple(ms) for key, ms in (rounds or {}).items()}
+        self.confirmations: list[ConfirmRequest] = []
         self.submitted: list[TrialRequest] = []
         self.most_in_flight = 0
         self._pending: deque[TrialRequest] = deque()
@@ -49,8 +61,19 @@ class ReplayExecutor:
     def pending(self) -> int:
         return len(self._pending)
 
-    def run_confirmation(self, request: ConfirmRequest) -> ConfirmFailed:
-        return ConfirmFailed(Status.RUNTIME_ERROR, "the replay executor has no recorded confirmation")
+    def run_confirmation(self, request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
+        if not self.rounds:
+            return ConfirmFailed(Status.RUNTIME_ERROR, "the replay executor has no recorded confirmation")
+        self.confirmations.append(request)
+        variants = []
+        for label, params in request.variants:
+            recorded = self.rounds.get(EAGER_KEY if params is None else Candidate(params).key)
+            if not recorded:
+                variants.append(VariantResult(label, Status.RUNTIME_ERROR, error=f"no recorded rounds for {label}"))
+                continue
+            ms = tuple(recorded[i % len(recorded)] for i in range(request.rounds))
+            variants.append(VariantResult(label, Status.OK, compile_s=0.0, round_ms=ms))
+        return ConfirmResult(variants=tuple(variants))
 
     def platforms(self) -> None:
         """None: replays place nothing by platform."""

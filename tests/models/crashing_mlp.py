@@ -9,7 +9,7 @@ traced in (a disabled function: Dynamo leaves it out of the graph and calls it a
 
 `FAULT` picks one; the tests write copies of this file with another `FAULT`. With
 `FAULT = None`, CRASHING_MLP_PLAN="COUNTER_FILE:f0,f1,..." (set by a test) gives the n-th
-load of this file in a trial process fault fn ("-", or past the end: none), counting loads
+trial process that loads this file fault fn ("-", or past the end: none), counting them
 in COUNTER_FILE across processes.
 """
 import ctypes
@@ -26,9 +26,17 @@ GREEDY_BYTES = 3 * 2**30
 
 
 def _planned():
+    """This trial process's planned fault, drawn once per process: a trial loads the file more
+    than once (its candidate, then the default compile it is paired with)."""
     plan = os.environ.get("CRASHING_MLP_PLAN")
     if not plan or not sys.argv[0].endswith("trial_process.py"):
         return None
+    if not hasattr(sys, "_crashing_mlp_fault"):
+        sys._crashing_mlp_fault = _draw(plan)
+    return sys._crashing_mlp_fault
+
+
+def _draw(plan):
     counter, _, faults = plan.rpartition(":")
     with open(counter, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

@@ -8,8 +8,8 @@ The eager reference is always right; while Dynamo traces `forward`, the fault is
 - nan: the compiled output is NaN (-> wrong_result)
 
 `FAULT` picks one. `tests/faults.py` writes copies of this file with another `FAULT`; with
-`FAULT = None`, FAULTY_MLP_PLAN="COUNTER_FILE:f0,f1,..." (set by a test) gives the n-th load
-of this file in a trial process fault fn ("-", or past the end: none), counting loads in
+`FAULT = None`, FAULTY_MLP_PLAN="COUNTER_FILE:f0,f1,..." (set by a test) gives the n-th trial
+process that loads this file fault fn ("-", or past the end: none), counting loads in
 COUNTER_FILE across processes.
 """
 import fcntl
@@ -24,9 +24,17 @@ FAULT = None
 
 
 def _planned():
+    """This trial process's planned fault, drawn once per process: a trial loads the file more
+    than once (its candidate, then the default compile it is paired with)."""
     plan = os.environ.get("FAULTY_MLP_PLAN")
     if not plan or not sys.argv[0].endswith("trial_process.py"):
         return None
+    if not hasattr(sys, "_faulty_mlp_fault"):
+        sys._faulty_mlp_fault = _draw(plan)
+    return sys._faulty_mlp_fault
+
+
+def _draw(plan):
     counter, _, faults = plan.rpartition(":")
     with open(counter, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

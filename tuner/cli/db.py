@@ -148,7 +148,7 @@ def cmd_db_ls(args: argparse.Namespace, settings: Settings) -> int:
         b = row.weakest
         name = names.get(row.workload_key, "?") if row.workload_key else "?"
         table.append((f"{name} {row.workload_key[:8]}", described[b.platform_key],
-                      str(row.graphs), "defaults" if b.is_default else f"{b.speedup:.3f}x",
+                      str(row.graphs), _speedup_cell(b),
                       f"[{b.ci_low:.3f}, {b.ci_high:.3f}]", str(b.rounds),
                       f"{b.user}@{b.host}", f"{b.created_at:%Y-%m-%d %H:%M}",
                       f"{b.torch_version or '?'} / {b.triton_version or '?'}",
@@ -239,6 +239,13 @@ def _selection(store: "Store", workload: str | None,
             raise UsageError(f"no platform {platform!r} in {store.safe_url}; "
                              f"list them with: tuner db ls")
     return workloads, platforms
+
+
+def _speedup_cell(best: "BestConfig") -> str:
+    """`defaults` for a defaults-won verdict; `eager` and its speedup for an eager one."""
+    if best.is_default:
+        return "defaults"
+    return f"{'eager ' if best.eager else ''}{best.speedup:.3f}x"
 
 
 def _platform_label(platform) -> str:

@@ -1,5 +1,6 @@
-"""What `tuner search`, `tuner best` and `tuner trials` print: the live progress line, the
-summary table (or, after an interrupt, the trials so far), trial and best listings."""
+"""What `tuner search` prints: the live progress line, then the summary table with the
+verdict (or, after an interrupt, the trials so far). `tuner best` and `tuner trials` print
+through `tuner.cli.results`."""
 from __future__ import annotations
 
 import sys
@@ -7,8 +8,9 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from tuner.cli.common import format_table
-from tuner.confirm import DEFAULT, EAGER
-from tuner.storage.records import BestConfig, TrialRecord
+from tuner.confirm import DEFAULT, EAGER, halves
+from tuner.storage.records import TrialRecord
+from tuner.trial import Measurement
 from tuner.text import key_values
 from tuner.verdict import Verdict
 
@@ -26,13 +28,16 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """A live progress line on a terminal; one line per trial otherwise (logs, CI)."""
+    """A live progress line on a terminal; one line per trial otherwise (logs, CI).
+
+    The best figure is each trial's paired speedup over the defaults, measured in its own
+    process; it says "unconfirmed" because the confirmation has not re-measured it yet.
+    """
 
     def __init__(self, total: int, *, done: int = 0, stream: TextIO | None = None):
         self.total, self.done, self.failed = total, done, 0
         self.start_done, self.started = done, time.monotonic()
-        self.baseline_ms: float | None = None
-        self.best_ms: float | None = None
+        self.best: TrialRecord | None = None
         self.stream = stream or sys.stderr        # looked up now: tests and callers may redirect it
         self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
 
@@ -41,28 +46,25 @@ class Progress:
         self.done += 1
         if not m.ok:
             self.failed += 1
-        elif not record.params and self.baseline_ms is None:
-            self.baseline_ms = m.latency_ms
-        elif m.latency_ms is not None and (self.best_ms is None or m.latency_ms < self.best_ms):
-            self.best_ms = m.latency_ms
+        elif record.params and m.objective is not None and (
+                self.best is None or m.objective < self.best.measurement.objective):
+            self.best = record
         self._draw(record)
 
     def _draw(self, record: TrialRecord) -> None:
         width = 20
         filled = int(width * self.done / max(1, self.total))
-        best = "-"
-        if self.baseline_ms and self.best_ms:
-            best = f"{self.baseline_ms / self.best_ms:.2f}x"
+        best = _trial_speedup(self.best.measurement) if self.best is not None else "-"
         ran = self.done - self.start_done
         eta = (time.monotonic() - self.started) / ran * (self.total - self.done) if ran else 0.0
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} trials, "
-                f"{self.failed} failed, best verified {best} vs default, ETA {_duration(eta)}")
+                f"{self.failed} failed, best so far (unconfirmed) {best} vs default, ETA {_duration(eta)}")
         if self.live:
             self.stream.write("\r" + line + "\033[K")
         else:
             m = record.measurement
-            self.stream.write(f"{line} | trial {record.number}: {m.status.value} "
-                              f"{_fmt(m.latency_ms)} ms ({record_label(record)})\n")
+            figure = f"{_fmt(m.latency_ms)} ms, {_trial_speedup(m)}" if m.ok else m.status.value
+            self.stream.write(f"{line} | trial {record.number}: {figure} ({_short(record_label(record))})\n")
         self.stream.flush()
 
     def close(self) -> None:
@@ -71,26 +73,81 @@ class Progress:
             self.stream.flush()
 
 
+def _trial_speedup(m: Measurement) -> str:
+    if m.speedup is None:
+        return "-"
+    return f"{m.speedup:.2f}x [{_fmt(m.speedup_low, '.2f')}, {_fmt(m.speedup_high, '.2f')}]"
+
+
+def _short(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def record_label(record: TrialRecord) -> str:
     return key_values(sorted(record.params.items())) or "defaults"
 
 
 def summary_table(verdict: Verdict) -> str:
-    """Eager, default compile, the best built-in mode and tuned: latency, speedup vs default, compile time."""
-    rows = [("", "latency ms", "speedup vs default [95% interval]", "compile s")]
-    for variant in verdict.result.variants:
+    """Eager, the default compile and each finalist: latency, the speedup the search saw, the
+    confirmed speedup from held-out rounds, compile time; then what was stored and why."""
+    rows = [("", "latency ms", "search saw", "confirmed (held-out rounds)", "compile s")]
+    held_out = halves(verdict.selection)[1]
+    search = {f.label: f.search for f in verdict.finalists}
+    for variant in verdict.selection.variants:
         name = {EAGER: "eager", DEFAULT: "default compile"}.get(variant.label, variant.label)
-        if verdict.winner and variant.label == verdict.winner.label:
+        if variant.label == verdict.chosen:
             name += " *"
-        sp = verdict.speedup_of(variant.label)
+        sp = verdict.held_out(variant.label)
         if variant.label == DEFAULT:
             speed = "1.00x"
         elif sp is None:
             speed = f"{variant.status.value}: {variant.error or ''}"[:60]
         else:
-            speed = f"{sp.median:.2f}x [{sp.low:.2f}, {sp.high:.2f}]"
-        rows.append((name, _fmt(variant.latency_ms), speed, _fmt(variant.compile_s, ".1f")))
-    return format_table(rows, rule=True) + "\n" + verdict_line(verdict)
+            speed = sp.text()
+        seen = search.get(variant.label)
+        rows.append((name, _fmt(held_out.get(variant.label).latency_ms), seen.text() if seen else "-", speed,
+                     _fmt(variant.compile_s, ".1f")))
+    lines = [format_table(rows, rule=True), "* chosen on the other half of the rounds; the figures above played no "
+             "part in the choice"]
+    lines += ablation_lines(verdict) + [f"note: {n}" for n in verdict.notes] + verdict_lines(verdict)
+    return "\n".join(lines)
+
+
+def ablation_lines(verdict: Verdict) -> list[str]:
+    ablation = verdict.ablation
+    if ablation is None:
+        return []
+    effects = ", ".join(f"{k} {sp.text() if sp else 'fails without it'}" for k, sp in ablation.effects)
+    kept = key_values(sorted((k, v) for k, v in ablation.chosen.candidate.params if k in ablation.kept))
+    return [f"ablation of {ablation.chosen.label} (how much slower without each knob): {effects}",
+            f"knobs that mattered: {kept or 'none alone'}; dropped: {', '.join(ablation.dropped) or 'none'}"]
+
+
+def verdict_lines(verdict: Verdict) -> list[str]:
+    """What was stored, its held-out claim, and the floor: never slower than eager or the default."""
+    claim = verdict.claim
+    if verdict.eager:
+        return [f"stored: run uncompiled (eager), {claim.text()} over the default compile in "
+                f"{claim.rounds} held-out rounds; lookup runs this model's graphs eagerly",
+                "floor: the tuned model is never slower than the default compile or eager"]
+    if verdict.stored is None:
+        tried = [f"{f.label} {sp.text()}" for f in verdict.finalists if (sp := verdict.held_out(f.label))]
+        eager = verdict.held_out(EAGER)
+        eager_text = f"; eager runs at {eager.text()} of it" if eager else ""
+        return [f"stored: Inductor's defaults (nothing cleared the noise: {'; '.join(tried) or 'no finalist ran'})",
+                f"floor: the default compile stays{eager_text}"]
+    lines = [f"stored: {verdict.stored.candidate.label()} ({verdict.stored.label}), {claim.text()} over the default "
+             f"compile in {claim.rounds} held-out rounds that played no part in the choice"]
+    if verdict.stored.search is not None:
+        lines.append(f"the search saw {verdict.stored.search.text()}; the gap is the noise of single trials")
+    if verdict.unfrozen is not None:
+        alt = verdict.unfrozen.candidate.label() if not verdict.unfrozen.candidate.is_default else "Inductor's defaults"
+        figure = f", {verdict.unfrozen_claim.text()}" if verdict.unfrozen_claim else ""
+        lines.append(f"freezing needs tuner.compile(model); backend=\"tuner\" applies the best config measured "
+                     f"without it: {alt}{figure}")
+    eager = verdict.over_eager
+    lines.append(f"floor: never slower than the default compile, and {eager.text() if eager else '-'} over eager")
+    return lines
 
 
 def interrupted_summary(outcome: SearchOutcome, *, total: int, confirming: bool = False, shown: int = 5) -> str:
@@ -102,40 +159,8 @@ def interrupted_summary(outcome: SearchOutcome, *, total: int, confirming: bool 
             f"{len(outcome.cancelled)} cancelled); nothing was confirmed or stored as best")
     if not ok:
         return head
-    default = next((r.measurement.latency_ms for r in ok if not r.params), None)
-    rows = [("#", "latency ms", "vs defaults", "params")]
-    for r in sorted(ok, key=lambda r: r.measurement.latency_ms)[:shown]:
-        speed = f"{default / r.measurement.latency_ms:.2f}x" if default else "-"
-        rows.append((str(r.number), _fmt(r.measurement.latency_ms), speed, record_label(r)))
+    rows = [("#", "latency ms", "vs defaults (unconfirmed)", "params")]
+    for r in sorted(ok, key=lambda r: r.measurement.objective)[:shown]:
+        rows.append((str(r.number), _fmt(r.measurement.latency_ms), _trial_speedup(r.measurement),
+                     _short(record_label(r))))
     return head + "\n" + format_table(rows)
-
-
-def verdict_line(verdict: Verdict) -> str:
-    if verdict.winner is None:
-        tried = [(f.label, verdict.speedup_of(f.label)) for f in verdict.finalists]
-        tried = [f"{label} {sp.median:.2f}x [{sp.low:.2f}, {sp.high:.2f}]" for label, sp in tried if sp]
-        why = "; ".join(tried) or "no finalist ran correctly"
-        return f"stored: Inductor's defaults (no finalist's gain cleared the noise: {why})"
-    sp = verdict.speedup_of(verdict.winner.label)
-    return (f"stored: {verdict.winner.candidate.label()} "
-            f"(* confirmed {sp.median:.2f}x [{sp.low:.2f}, {sp.high:.2f}] over {sp.rounds} paired rounds)")
-
-
-def trials_table(records: list[TrialRecord]) -> str:
-    rows = [("#", "status", "latency ms", "spread ms", "compile s", "peak MB", "params / error")]
-    for r in records:
-        m = r.measurement
-        detail = record_label(r) if m.ok else f"{record_label(r)} | {(m.error or '').splitlines()[0][:100] if m.error else ''}"
-        rows.append((str(r.number), m.status.value, _fmt(m.latency_ms), _fmt(m.spread_ms),
-                     _fmt(m.compile_s, ".1f"), _fmt(m.peak_mem_mb, ".0f"), detail))
-    return format_table(rows)
-
-
-def best_text(best: BestConfig) -> str:
-    config = key_values(sorted(best.params.items())) or "Inductor's defaults"
-    when = best.created_at.strftime("%Y-%m-%d %H:%M UTC") if best.created_at else "?"
-    return (f"config: {config}\n"
-            f"confirmed speedup over default compile: {best.speedup:.2f}x "
-            f"[{best.ci_low:.2f}, {best.ci_high:.2f}] over {best.rounds} paired rounds\n"
-            f"latency: {_fmt(best.latency_ms)} ms tuned, {_fmt(best.baseline_ms)} ms default\n"
-            f"provenance: {best.user}@{best.host}, {when}, tuner {best.tuner_version}, torch {best.torch_version}")

@@ -2,15 +2,20 @@
 
 Both capture the model file's workload as `tuner search` does and read the store only.
 A model with nothing stored is not an error of the database: it prints what to run, exit 1.
+`best_text` and `trials_table` are what they print.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuner.cli.common import add_command, add_db_option
+from tuner.cli.common import add_command, add_db_option, format_table
 from tuner.settings import Settings
+from tuner.text import key_values
+
+if TYPE_CHECKING:
+    from tuner.storage import BestConfig, TrialRecord
 
 
 def add_results_parsers(subparsers: Any) -> None:
@@ -23,7 +28,6 @@ def add_results_parsers(subparsers: Any) -> None:
 
 
 def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.cli.report import best_text
     from tuner.pipeline import prepare_target
     from tuner.storage import Store
 
@@ -39,7 +43,6 @@ def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.cli.report import trials_table
     from tuner.pipeline import prepare_target
     from tuner.storage import Store
 
@@ -54,3 +57,64 @@ def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
         print(f"study {study.id} ({study.created_at:%Y-%m-%d %H:%M}, sampler {study.sampler}, seed {study.seed})")
         print(trials_table([r for s, r in rows if s.id == study_id]))
     return 0
+
+
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _config(params: dict[str, Any]) -> str:
+    return key_values(sorted(params.items())) or "Inductor's defaults"
+
+
+def best_text(best: "BestConfig") -> str:
+    """What `tuner best` prints for one graph's stored verdict: the config (or eager), the
+    config without freezing that `backend="tuner"` applies when the config freezes, the
+    confirmed evidence, the search-time figure when stored, latencies and provenance."""
+    config = "eager (run uncompiled)" if best.eager else _config(best.params)
+    lines = [f"config: {config}"]
+    if best.params.get("freezing") is True:
+        lines.append(f'backend="tuner" cannot freeze; it applies: {_unfrozen(best)}')
+    lines.append(f"confirmed speedup over default compile: {best.speedup:.2f}x "
+                 f"[{best.ci_low:.2f}, {best.ci_high:.2f}] over {best.rounds} paired rounds")
+    if best.search_speedup is not None:
+        lines.append(f"speedup seen in its search trial: {best.search_speedup:.2f}x (unconfirmed)")
+    when = best.created_at.strftime("%Y-%m-%d %H:%M UTC") if best.created_at else "?"
+    lines += [f"latency: {_fmt(best.latency_ms)} ms {'uncompiled' if best.eager else 'tuned'}, "
+              f"{_fmt(best.baseline_ms)} ms default",
+              f"provenance: {best.user}@{best.host}, {when}, tuner {best.tuner_version}, "
+              f"torch {best.torch_version}"]
+    return "\n".join(lines)
+
+
+def _unfrozen(best: "BestConfig") -> str:
+    if best.unfrozen_params is None:
+        return ("Inductor's defaults (no config without freezing was measured for this graph; "
+                "search again to measure one)")
+    figure = "" if best.unfrozen_speedup is None else f", confirmed {best.unfrozen_speedup:.2f}x"
+    return f"{_config(best.unfrozen_params)}{figure}"
+
+
+def trials_table(records: "list[TrialRecord]") -> str:
+    """One row per trial. A "vs default" column (the trial's speedup over Inductor's defaults,
+    timed in the same process, with its interval) appears when some trial has one."""
+    paired = any(r.measurement.speedup is not None for r in records)
+    rows = [("#", "status", "latency ms", *(("vs default",) if paired else ()), "spread ms",
+             "compile s", "peak MB", "params / error")]
+    for r in records:
+        m = r.measurement
+        label = key_values(sorted(r.params.items())) or "defaults"
+        headline = (m.error or "").partition("\n")[0][:100]
+        detail = label if m.ok else f"{label} | {headline}"
+        versus = (_versus(m.speedup, m.speedup_low, m.speedup_high),) if paired else ()
+        rows.append((str(r.number), m.status.value, _fmt(m.latency_ms), *versus, _fmt(m.spread_ms),
+                     _fmt(m.compile_s, ".1f"), _fmt(m.peak_mem_mb, ".0f"), detail))
+    return format_table(rows)
+
+
+def _versus(speedup: float | None, low: float | None, high: float | None) -> str:
+    if speedup is None:
+        return "-"
+    if low is None or high is None:
+        return f"{speedup:.2f}x"
+    return f"{speedup:.2f}x [{low:.2f}, {high:.2f}]"

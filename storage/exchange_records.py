@@ -1,0 +1,118 @@
+"""The records of an exchange file: one best config as a JSON object, per format version.
+
+`record_json` writes a BestConfig as a record of the current format (version 2);
+`record_best` checks one record of version 1 or 2 and returns its BestConfig. The file
+around the records, and the format's description, are tuner.storage.exchange's. A
+version-1 record lacks the verdict keys (`eager`, `unfrozen_params`, `unfrozen_speedup`,
+`search_speedup`) and reads with BestConfig's defaults for them.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from tuner.errors import SpaceError
+from tuner.jsoncheck import Invalid, check_fields, check_string, show
+from tuner.keys import Platform
+from tuner.storage.provenance import utc_iso
+from tuner.storage.records import BestConfig
+
+MAX_STRING = 4096                       # bytes of UTF-8 of a knob's text value
+_V1 = {"graph_key": str, "platform_key": str, "workload_key": str, "params": dict,
+       "is_default": bool, "speedup": float, "ci_low": float, "ci_high": float,
+       "rounds": int, "latency_ms": (float, None), "baseline_ms": (float, None),
+       "user": str, "host": str, "tuner_version": str, "torch_version": str,
+       "triton_version": str, "created_at": str}
+KEYS: dict[int, dict[str, Any]] = {
+    1: _V1,
+    2: {**_V1, "eager": bool, "unfrozen_params": (dict, None), "unfrozen_speedup": (float, None),
+        "search_speedup": (float, None)},
+}
+# The database columns' limits, in bytes of UTF-8.
+RECORD_LENGTHS = {"graph_key": 128, "platform_key": 128, "workload_key": 128, "user": 255,
+                  "host": 255, "tuner_version": 64, "torch_version": 128, "triton_version": 128}
+_FLOATS = ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms", "unfrozen_speedup",
+           "search_speedup")
+
+
+def record_json(best: BestConfig) -> dict[str, Any]:
+    """`best` as a record of the current version; `best.created_at` must be set."""
+    assert best.created_at is not None
+    floats = {name: None if getattr(best, name) is None else float(getattr(best, name))
+              for name in _FLOATS}
+    unfrozen = None if best.unfrozen_params is None else dict(best.unfrozen_params)
+    return {**{name: getattr(best, name) for name in KEYS[max(KEYS)]}, **floats,
+            "params": dict(best.params), "rounds": int(best.rounds), "eager": bool(best.eager),
+            "unfrozen_params": unfrozen, "created_at": utc_iso(best.created_at)}
+
+
+def record_best(record: Any, where: str, *, version: int,
+                platforms: dict[str, Platform]) -> BestConfig:
+    """The record (of format `version`, on one of `platforms`) as a BestConfig. Raises
+    Invalid, one line starting with `where`, at the first problem."""
+    spec = KEYS[version]
+    check_fields(record, spec, where, lengths=RECORD_LENGTHS)
+    where = f"{where} (graph {record['graph_key'][:12]})"
+    if record["platform_key"] not in platforms:
+        raise Invalid(f"{where}: platform {record['platform_key']} is not in the file's platforms")
+    check_params(record["params"], where)
+    if record["is_default"] and record["params"]:
+        raise Invalid(f"{where}: a default-is-best record must have empty params")
+    speedup, low, high = record["speedup"], record["ci_low"], record["ci_high"]
+    if not (0 < low <= high and 0 < speedup) or record["rounds"] < 1:
+        raise Invalid(f"{where}: evidence must have 0 < ci_low <= ci_high, speedup > 0 and "
+                      f"rounds >= 1")
+    for name in ("latency_ms", "baseline_ms"):
+        if record[name] is not None and record[name] < 0:
+            raise Invalid(f"{where}: {name} must not be negative")
+    _check_verdict(record, where)
+    try:
+        created = datetime.fromisoformat(record["created_at"])
+    except ValueError:
+        raise Invalid(f"{where}: created_at {show(record['created_at'])} is not an ISO 8601 "
+                      f"time") from None
+    if created.tzinfo is None:
+        raise Invalid(f"{where}: created_at must name its time zone (e.g. +00:00)")
+    fields = {name: record[name] for name in spec if name != "created_at"}
+    for name in _FLOATS:
+        if fields.get(name) is not None:
+            fields[name] = float(fields[name])
+    return BestConfig(**fields, created_at=created.astimezone(timezone.utc))
+
+
+def _check_verdict(record: dict[str, Any], where: str) -> None:
+    """The verdict keys (version 2) agree with the params: an eager record has none and is
+    not default; `unfrozen_params` stands beside params that freeze, and does not freeze."""
+    if record.get("eager") and (record["params"] or record["is_default"]):
+        raise Invalid(f"{where}: an eager record must have empty params and is_default false")
+    unfrozen = record.get("unfrozen_params")
+    if unfrozen is not None:
+        if record["params"].get("freezing") is not True:
+            raise Invalid(f"{where}: unfrozen_params is only allowed when params turn freezing "
+                          f"on (\"freezing\": true)")
+        if unfrozen.get("freezing") is True:
+            raise Invalid(f"{where}: unfrozen_params must not turn freezing on")
+        check_params(unfrozen, f"{where} unfrozen_params")
+    elif record.get("unfrozen_speedup") is not None:
+        raise Invalid(f"{where}: unfrozen_speedup needs unfrozen_params")
+    for name in ("unfrozen_speedup", "search_speedup"):
+        if record.get(name) is not None and record[name] <= 0:
+            raise Invalid(f"{where}: {name} must be > 0")
+
+
+def check_params(params: dict[str, Any], where: str) -> None:
+    """Knob names and values of the allow-list (`tuner.search_spaces.validate_params`), each
+    value a single JSON scalar; Invalid otherwise."""
+    from tuner.search_spaces import validate_params
+
+    for key, value in params.items():
+        check_string(key, f"{where}: knob name", 128)
+        if isinstance(value, str):
+            check_string(value, f"{where}: {key}", MAX_STRING)
+        elif not (value is None or isinstance(value, (bool, int, float))):
+            raise Invalid(f"{where}: knob {show(key)} has a {type(value).__name__} value; "
+                          f"knob values are single JSON scalars")
+    try:
+        validate_params(params)
+    except SpaceError as exc:
+        raise Invalid(f"{where}: {exc}") from None

@@ -1,0 +1,129 @@
+"""The verdict after a search, on the replay executor: recorded confirmation rounds with a
+known answer go through `tuner.verdict.conclude` exactly as a real confirmation would.
+
+Rounds are made like a noisy machine's: every variant of round i shares that round's drift
+(up to ±25%), and each has its own jitter of about 1%, so only paired ratios are reliable.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tuner.confirm import DEFAULT, EAGER
+from tuner.keys import GraphFingerprint, Workload, platform_from_parts
+from tuner.storage.records import StudyInfo, TrialRecord
+from tuner.trial import Candidate, MeasureSpec, Measurement, Status
+from tuner.verdict import Finalist, best_configs, conclude, pick_finalists
+from tuner.workers.replay import EAGER_KEY, ReplayExecutor
+
+SPEC = MeasureSpec("model.py")
+ROUNDS = 20
+A = {"max_fusion_size": 8}
+B = {"epilogue_fusion": False}
+ABC = {"max_fusion_size": 8, "epilogue_fusion": False, "aggressive_fusion": True}
+
+
+def recorded(true_ms: dict[str | None, float], *, jitter: float = 0.01, seed: int = 0) -> dict[str, tuple[float, ...]]:
+    """Per-round latencies for each variant (None: eager; a dict: a config's params)."""
+    rng = random.Random(seed)
+    drift = [1.0 + rng.uniform(-0.25, 0.25) for _ in range(ROUNDS)]
+    out = {}
+    for params, ms in true_ms.items():
+        key = EAGER_KEY if params is None else Candidate.from_dict(dict(params)).key
+        out[key] = tuple(ms * d * (1.0 + rng.gauss(0.0, jitter)) for d in drift)
+    return out
+
+
+def table(entries: list[tuple[dict | None, float]], **kw) -> dict[str, tuple[float, ...]]:
+    return recorded({None if p is None else tuple(sorted(p.items())): ms for p, ms in entries}, **kw)
+
+
+def finalists(*params: dict) -> tuple[Finalist, ...]:
+    return tuple(Finalist(f"tuned #{i + 1}", Candidate.from_dict(p)) for i, p in enumerate(params))
+
+
+def run(rounds: dict[str, tuple[float, ...]], final: tuple[Finalist, ...]):
+    executor = ReplayExecutor({}, rounds=rounds)
+    verdict = conclude(executor.run_confirmation, SPEC, final, rounds=ROUNDS)
+    return verdict, executor
+
+
+def test_a_difference_within_the_noise_keeps_the_defaults() -> None:
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 0.995), (B, 1.004)], jitter=0.03)
+    verdict, _ = run(rounds, finalists(A, B))
+    assert verdict.chosen == DEFAULT and verdict.stored is None and not verdict.eager
+
+
+def test_a_true_difference_picks_the_faster_config() -> None:
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 0.80), (B, 0.90)])
+    verdict, executor = run(rounds, finalists(A, B))
+    assert verdict.stored.candidate == Candidate.from_dict(A)
+    assert verdict.claim.clears_noise and verdict.claim.median == pytest.approx(1.25, rel=0.03)
+    assert verdict.claim.rounds == ROUNDS // 2                       # the held-out half only
+    assert len(executor.confirmations) == 1                          # one knob: no ablation, no claim run
+
+
+def test_the_claim_comes_from_rounds_that_played_no_part_in_the_choice() -> None:
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 1.0)])
+    key = Candidate.from_dict(A).key
+    rounds[key] = tuple(ms * (0.7 if i % 2 == 0 else 1.0) for i, ms in enumerate(rounds[key]))  # lucky even rounds
+    verdict, _ = run(rounds, finalists(A))
+    assert verdict.stored is None and verdict.chosen == DEFAULT
+    assert any("held-out" in note for note in verdict.notes)
+
+
+def test_ablation_keeps_exactly_the_knobs_that_matter() -> None:
+    only_a = {"max_fusion_size": 8}
+    rounds = table([(None, 2.0), ({}, 1.0), (ABC, 0.80), (only_a, 0.80),
+                    ({"epilogue_fusion": False, "aggressive_fusion": True}, 1.0),       # without max_fusion_size
+                    ({"max_fusion_size": 8, "aggressive_fusion": True}, 0.80),          # without epilogue_fusion
+                    ({"max_fusion_size": 8, "epilogue_fusion": False}, 0.80)])          # without aggressive_fusion
+    verdict, executor = run(rounds, finalists(ABC))
+    assert verdict.ablation.kept == ("max_fusion_size",)
+    assert set(verdict.ablation.dropped) == {"epilogue_fusion", "aggressive_fusion"}
+    assert verdict.stored.candidate == Candidate.from_dict(only_a)
+    assert len(executor.confirmations) == 3                          # selection, ablation, claim run
+    assert verdict.claim.clears_noise
+
+
+def test_ablation_keeps_two_knobs_that_both_matter() -> None:
+    ab = {**A, **B}
+    rounds = table([(None, 2.0), ({}, 1.0), (ab, 0.70), (A, 0.85), (B, 0.85)])
+    verdict, executor = run(rounds, finalists(ab))
+    assert set(verdict.ablation.kept) == set(ab) and verdict.ablation.dropped == ()
+    assert verdict.stored.candidate == Candidate.from_dict(ab)
+    assert len(executor.confirmations) == 2                          # nothing dropped: claim from the selection run
+
+
+def test_eager_wins_when_it_is_faster_beyond_the_noise() -> None:
+    rounds = table([(None, 0.5), ({}, 1.0), (A, 0.9)])
+    verdict, _ = run(rounds, finalists(A))
+    assert verdict.eager and verdict.stored is None
+    study = StudyInfo(1, "w", "p", "s", "tpe", 0, 5, None, "u", "h")
+    workload = Workload(key="w" * 32, name="m", graphs=(GraphFingerprint(key="g" * 32, index=0, num_nodes=3,
+                                                                         input_meta="", code=""),))
+    platform = platform_from_parts("cpu", {"cpu": "x"}, {"torch": "2.13"})
+    best, = best_configs(verdict, workload=workload, platform=platform, study=study, user="u")
+    assert best.eager and not best.is_default and best.params == {} and best.speedup > 1.5
+
+
+def test_a_freezing_winner_gets_a_config_without_freezing_beside_it() -> None:
+    frozen = {"freezing": True, **A}
+    rounds = table([(None, 2.0), ({}, 1.0), (frozen, 0.7), (A, 0.9), (B, 0.95)])
+    verdict, executor = run(rounds, finalists(frozen, B))
+    assert verdict.stored.candidate == Candidate.from_dict(frozen)
+    assert verdict.unfrozen.candidate == Candidate.from_dict(A)      # the winner without freezing beat B
+    assert verdict.unfrozen_claim.clears_noise
+    labels = [label for label, _ in executor.confirmations[-1].variants]
+    assert EAGER in labels and DEFAULT in labels
+
+
+def test_finalists_rank_by_the_paired_ratio_not_the_latency() -> None:
+    def rec(n: int, params: dict, ms: float, sp: float) -> TrialRecord:
+        return TrialRecord(n, Candidate.from_dict(params).key, params,
+                           Measurement(Status.OK, latency_ms=ms, speedup=sp, speedup_low=sp, speedup_high=sp, reps=8))
+    records = (rec(0, {}, 1.0, 1.0), rec(1, A, 0.5, 1.02), rec(2, B, 0.9, 1.2))   # A ran in a fast process
+    picked = pick_finalists(records, top=1)
+    assert [f.candidate for f in picked] == [Candidate.from_dict(B)]
+    assert picked[0].search.median == 1.2

@@ -1,0 +1,138 @@
+"""How time is taken: clocks per device and the adaptive, interleaved rounds protocol.
+
+Every timed number of a trial or a confirmation comes from `interleaved_rounds`: after
+warm-up, each round times every variant once, in an order shuffled per round, so a slow
+drift of the machine hits them all alike. It stops once the paired interval of every
+variant against the baseline is narrower than `RoundPlan.target_width`, once its time
+budget is spent, or at `max_rounds`, and never before `min_rounds`.
+
+Clocks: on CPU a sample is `calls` back-to-back calls timed with `perf_counter` (enough
+calls to last MIN_SAMPLE_S, so the clock's grain is noise-free). On CUDA each call is
+timed with CUDA events after writing a buffer larger than the L2 cache, so no call
+starts with the previous call's data in cache; the sample is the mean of those calls.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
+
+from tuner.stats import paired_speedup
+
+MIN_SAMPLE_S = 0.002          # one CPU sample lasts at least this long
+L2_FLUSH_BYTES = 256 * 2**20  # larger than any GPU's L2 cache (H100/H200: 50-60 MiB)
+
+
+class Timed(Protocol):
+    """What can be timed: a ready-to-call variant (`tuner.measure.Runner`)."""
+
+    call: Callable[[], Any]
+    sync: Callable[[], None]
+    device: str
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """When the rounds stop: never before `min_rounds`, at `max_rounds` at the latest, as soon
+    as every variant's paired interval is narrower than `target_width` (relative to its median;
+    None: run to max_rounds), or once `budget_s` seconds of rounds have passed."""
+
+    min_rounds: int = 6
+    max_rounds: int = 20
+    samples_per_round: int = 3
+    target_width: float | None = 0.05
+    budget_s: float | None = 10.0
+    warmup: int = 3
+
+
+def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None]) -> int:
+    """Run `warmup` calls; return how many calls one timed sample needs to last MIN_SAMPLE_S."""
+    start = time.perf_counter()
+    for _ in range(max(1, warmup)):
+        fn()
+    sync()
+    per_call = (time.perf_counter() - start) / max(1, warmup)
+    return max(1, math.ceil(MIN_SAMPLE_S / max(per_call, 1e-7)))
+
+
+def time_samples(fn: Callable[[], Any], *, calls: int, samples: int, sync: Callable[[], None]) -> list[float]:
+    """`samples` CPU-clock timings in ms per call, each over `calls` back-to-back calls."""
+    out = []
+    for _ in range(samples):
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        out.append((time.perf_counter() - start) * 1000.0 / calls)
+    return out
+
+
+class CudaClock:
+    """CUDA events around each call, with the L2 cache flushed before it."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+    def samples(self, fn: Callable[[], Any], *, calls: int, samples: int) -> list[float]:
+        cuda = self.torch.cuda
+        out = []
+        for _ in range(samples):
+            pairs = []
+            for _ in range(calls):
+                self.flush.zero_()
+                start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                pairs.append((start, end))
+            cuda.synchronize()
+            out.append(sum(s.elapsed_time(e) for s, e in pairs) / calls)
+        return out
+
+
+def sampler_for(variant: Timed, calls: int, samples: int) -> Callable[[], list[float]]:
+    """A function that takes `samples` timings (ms per call) of `variant` with its device's clock."""
+    if variant.device.startswith("cuda"):
+        clock = CudaClock()
+        return lambda: clock.samples(variant.call, calls=calls, samples=samples)
+    return lambda: time_samples(variant.call, calls=calls, samples=samples, sync=variant.sync)
+
+
+def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseline: str,
+                       rng: random.Random) -> dict[str, list[float]]:
+    """Per variant, its per-round latency (ms, median of the round's samples), rounds paired by index.
+
+    The caller holds the node's measure lock and torch.no_grad. `baseline` names the variant
+    every other is compared with for the stopping rule.
+    """
+    take = {}
+    for label, variant in variants.items():
+        calls = calibrate(variant.call, warmup=plan.warmup, sync=variant.sync)
+        take[label] = sampler_for(variant, 1 if variant.device.startswith("cuda") else calls, plan.samples_per_round)
+    rounds: dict[str, list[float]] = {label: [] for label in variants}
+    start = time.perf_counter()
+    for n in range(1, plan.max_rounds + 1):
+        for label in rng.sample(list(variants), len(variants)):
+            rounds[label].append(statistics.median(take[label]()))
+        if n >= plan.min_rounds and (_narrow(rounds, baseline, plan.target_width)
+                                     or _spent(start, plan.budget_s)):
+            break
+    return rounds
+
+
+def _narrow(rounds: Mapping[str, list[float]], baseline: str, target: float | None) -> bool:
+    if target is None:
+        return False
+    widths = [paired_speedup(rounds[baseline], ms) for label, ms in rounds.items() if label != baseline]
+    return all(sp is not None and sp.width <= target for sp in widths)
+
+
+def _spent(start: float, budget_s: float | None) -> bool:
+    return budget_s is not None and time.perf_counter() - start >= budget_s
