@@ -10,13 +10,13 @@ The format (version 2), one JSON object and nothing else (never pickle):
                     "speedup", "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms",
                     "user", "host", "tuner_version", "torch_version", "triton_version",
                     "created_at", "eager", "unfrozen_params", "unfrozen_speedup",
-                    "search_speedup"}]}
+                    "unfrozen_eager", "search_speedup"}]}
 
-Version 2 added the last four record keys (`BestConfig`'s fields of the same names: an eager
-verdict, the config without freezing beside a freezing winner and its speedup, the winner's
-speedup during the search); `unfrozen_params`, `unfrozen_speedup` and `search_speedup` may be
+Version 2 added the last five record keys (`BestConfig`'s fields of the same names: an eager
+verdict, the config without freezing beside a freezing winner, its speedup, whether eager beat
+every config without freezing, the winner's speedup during the search); `unfrozen_params`, `unfrozen_speedup` and `search_speedup` may be
 null. This tuner writes version 2 and reads versions 1 and 2: a version-1 record has exactly
-the other keys and reads as eager false with the three others null. A tuner that knows only
+the other keys and reads as eager and unfrozen_eager false with the three others null. A tuner that knows only
 version 1 refuses a version-2 file by name ("upgrade tuner") instead of dropping a verdict
 it cannot apply.
 
@@ -29,7 +29,8 @@ numbers), every platform, graph and workload key against a hash of its content, 
 knob (in `params` and `unfrozen_params`) against the allow-list
 (`tuner.search_spaces.validate_params`), and the verdict's consistency: an eager record has
 empty params and is not default; `unfrozen_params` only beside params that turn freezing on,
-and without freezing itself; `unfrozen_speedup` only with `unfrozen_params`; speedups > 0.
+and without freezing itself; `unfrozen_speedup` only with `unfrozen_params`; `unfrozen_eager`
+only with empty `unfrozen_params`; speedups > 0.
 Then `Store.apply_snapshot` writes everything in one transaction. Any problem raises
 ExchangeError and writes nothing. The records (their keys per version, how they are written
 and checked) live in `tuner.storage.exchange_records`.

@@ -26,7 +26,7 @@ _V1 = {"graph_key": str, "platform_key": str, "workload_key": str, "params": dic
 KEYS: dict[int, dict[str, Any]] = {
     1: _V1,
     2: {**_V1, "eager": bool, "unfrozen_params": (dict, None), "unfrozen_speedup": (float, None),
-        "search_speedup": (float, None)},
+        "unfrozen_eager": bool, "search_speedup": (float, None)},
 }
 # The database columns' limits, in bytes of UTF-8.
 RECORD_LENGTHS = {"graph_key": 128, "platform_key": 128, "workload_key": 128, "user": 255,
@@ -43,6 +43,7 @@ def record_json(best: BestConfig) -> dict[str, Any]:
     unfrozen = None if best.unfrozen_params is None else dict(best.unfrozen_params)
     return {**{name: getattr(best, name) for name in KEYS[max(KEYS)]}, **floats,
             "params": dict(best.params), "rounds": int(best.rounds), "eager": bool(best.eager),
+            "unfrozen_eager": bool(best.unfrozen_eager),
             "unfrozen_params": unfrozen, "created_at": utc_iso(best.created_at)}
 
 
@@ -93,6 +94,10 @@ def _check_verdict(record: dict[str, Any], where: str) -> None:
         if unfrozen.get("freezing") is True:
             raise Invalid(f"{where}: unfrozen_params must not turn freezing on")
         check_params(unfrozen, f"{where} unfrozen_params")
+        if record.get("unfrozen_eager") and unfrozen:
+            raise Invalid(f"{where}: unfrozen_eager needs empty unfrozen_params")
+    elif record.get("unfrozen_eager"):
+        raise Invalid(f"{where}: unfrozen_eager needs unfrozen_params (empty)")
     elif record.get("unfrozen_speedup") is not None:
         raise Invalid(f"{where}: unfrozen_speedup needs unfrozen_params")
     for name in ("unfrozen_speedup", "search_speedup"):

@@ -179,6 +179,7 @@ class BestConfigRow(Base):
     eager: Mapped[bool] = mapped_column(Boolean, server_default=false())   # run uncompiled
     unfrozen_params: Mapped[dict[str, Any] | None] = mapped_column(NULLABLE_JSON)
     unfrozen_speedup: Mapped[float | None] = mapped_column(Float)
+    unfrozen_eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
     search_speedup: Mapped[float | None] = mapped_column(Float)
 
 
@@ -220,6 +221,7 @@ class BestHistoryRow(Base):
     eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
     unfrozen_params: Mapped[dict[str, Any] | None] = mapped_column(NULLABLE_JSON)
     unfrozen_speedup: Mapped[float | None] = mapped_column(Float)
+    unfrozen_eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
     search_speedup: Mapped[float | None] = mapped_column(Float)
 
 

@@ -6,7 +6,8 @@ unique by it, so saving, importing or merging a measurement twice stores it once
 alembic/versions/0002_sharing.py restates this function for the rows it seeds: keep the two equal.
 
 The fields added with schema 0004 (`eager`, `unfrozen_params`, `unfrozen_speedup`,
-`search_speedup`) enter the key only when set (eager true, the others not None), so every
+`unfrozen_eager`, `search_speedup`) enter the key only when set (the flags true, the others
+not None), so every
 measurement without them keeps the key it had before: history rows, 0002's seeded rows and
 exchange files written earlier are still recognised when offered again.
 """
@@ -41,6 +42,8 @@ def measurement_key(best: BestConfig) -> str:
         data["eager"] = True
     if best.unfrozen_params is not None:
         data["unfrozen_params"] = dict(best.unfrozen_params)
+    if best.unfrozen_eager:
+        data["unfrozen_eager"] = True
     for name in ("unfrozen_speedup", "search_speedup"):
         if getattr(best, name) is not None:
             data[name] = float(getattr(best, name))

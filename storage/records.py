@@ -48,7 +48,8 @@ class BestConfig:
     When `params` turn freezing on, which only `tuner.compile` can apply, `unfrozen_params`
     is the config measured beside it for the plain `backend="tuner"` ({}: Inductor's
     defaults won among the configs without freezing) with its `unfrozen_speedup`; None when
-    `params` do not freeze. `search_speedup` is the winner's figure during the search (its
+    `params` do not freeze. `unfrozen_eager` true (with `unfrozen_params` {}): running the graph
+    uncompiled beat every config without freezing, so the plain backend runs it eagerly. `search_speedup` is the winner's figure during the search (its
     paired trial), kept so reports can show the gap to the confirmed `speedup`.
     """
 
@@ -75,6 +76,7 @@ class BestConfig:
     eager: bool = False              # the verdict is "run this graph uncompiled"
     unfrozen_params: dict[str, Any] | None = None   # what backend="tuner" applies when params freeze
     unfrozen_speedup: float | None = None
+    unfrozen_eager: bool = False        # beside a freezing winner, running uncompiled beat every config without it
     search_speedup: float | None = None             # the winner's paired speedup in its trial
 
 

@@ -27,11 +27,11 @@ def platform(*, hardware: dict | None = None, **software: str) -> Platform:
 
 
 def best(p: Platform, params: dict, *, minutes: int = 0, eager: bool = False, unfrozen: dict | None = None,
-         unfrozen_speedup: float | None = None) -> BestConfig:
+         unfrozen_speedup: float | None = None, unfrozen_eager: bool = False) -> BestConfig:
     return BestConfig(graph_key=GRAPH, platform_key=p.key, params=params, is_default=not params and not eager,
                       speedup=1.2, ci_low=1.1, ci_high=1.3, rounds=5, latency_ms=1.0, baseline_ms=1.2,
                       created_at=T0 + timedelta(minutes=minutes), eager=eager, unfrozen_params=unfrozen,
-                      unfrozen_speedup=unfrozen_speedup)
+                      unfrozen_speedup=unfrozen_speedup, unfrozen_eager=unfrozen_eager)
 
 
 HERE = platform()
@@ -145,10 +145,13 @@ def stored(params: dict | None, **kw) -> Decision:
     ((FREEZING, dict(unfrozen={"max_fusion_size": 16})), False, Applies.UNFROZEN, {"max_fusion_size": 16}, False),
     ((FREEZING, dict(unfrozen={})),                False, Applies.UNFROZEN,   {},                    False),
     ((FREEZING, {}),                               False, Applies.UNMEASURED, {},                    False),
+    ((FREEZING, dict(unfrozen={}, unfrozen_eager=True)), False, Applies.EAGER, {},                    False),
+    ((FREEZING, dict(unfrozen={}, unfrozen_eager=True)), True, Applies.CONFIG, {"max_fusion_size": 8}, True),
     ((FREEZING, {}),                               True,  Applies.CONFIG,     {"max_fusion_size": 8}, True),
     ((None, {}),                                   False, Applies.CONFIG,     {},                    False),
 ], ids=["eager", "eager-frozen-trace", "defaults-won", "plain-knob", "freezing-traced-frozen",
         "freezing-unfrozen-knob", "freezing-unfrozen-defaults", "freezing-none-measured",
+        "freezing-unfrozen-eager", "freezing-unfrozen-eager-traced-frozen",
         "freezing-none-measured-traced-frozen", "miss"])
 def test_backend_choice(row, traced_frozen: bool, applies: Applies, knobs: dict, freezing: bool) -> None:
     params, extra = row

@@ -234,7 +234,8 @@ def test_new_fields_enter_the_measurement_key_only_when_set() -> None:
     assert measurement_key(plain) == sharing._measurement_key(asdict(plain))   # 0002's restatement
     variants = [replace(plain, eager=True), replace(plain, unfrozen_params={}),
                 replace(plain, unfrozen_params={"max_autotune": True}),
-                replace(plain, unfrozen_speedup=1.0), replace(plain, search_speedup=1.0)]
+                replace(plain, unfrozen_speedup=1.0), replace(plain, search_speedup=1.0),
+                replace(plain, unfrozen_params={}, unfrozen_eager=True)]
     keys = {measurement_key(v) for v in variants}
     assert len(keys) == len(variants) and measurement_key(plain) not in keys
 
@@ -276,7 +277,8 @@ def as_version_1(document: dict[str, Any]) -> dict[str, Any]:
     """The document as the tuner before 0004 wrote it: version 1, records without the verdict keys."""
     v1 = {**document, "version": 1, "records": [
         {k: v for k, v in r.items() if k not in ("eager", "unfrozen_params", "unfrozen_speedup",
-                                                  "search_speedup")} for r in document["records"]]}
+                                                  "unfrozen_eager", "search_speedup")}
+        for r in document["records"]]}
     return _resign(v1)
 
 
@@ -326,6 +328,11 @@ REFUSED = {
     "unfrozen freezes": (lambda d: _freezing(d, {"freezing": True}),
                          "unfrozen_params must not turn freezing on"),
     "nested unfrozen value": (lambda d: _freezing(d, {"mode": ["os.system"]}), "single JSON scalars"),
+    "unfrozen eager alone": (_set(("records", 0, "unfrozen_eager"), True),
+                             "unfrozen_eager needs unfrozen_params (empty)"),
+    "unfrozen eager with knobs": (lambda d: (_freezing(d, {"max_autotune": True}),
+                                             d["records"][0].__setitem__("unfrozen_eager", True), _resign(d))[2],
+                                  "unfrozen_eager needs empty unfrozen_params"),
     "unfrozen speedup alone": (_set(("records", 0, "unfrozen_speedup"), 1.1),
                                "unfrozen_speedup needs unfrozen_params"),
     "search speedup not positive": (_set(("records", 0, "search_speedup"), 0.0),

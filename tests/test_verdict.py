@@ -127,3 +127,16 @@ def test_finalists_rank_by_the_paired_ratio_not_the_latency() -> None:
     picked = pick_finalists(records, top=1)
     assert [f.candidate for f in picked] == [Candidate.from_dict(B)]
     assert picked[0].search.median == 1.2
+
+
+def test_beside_a_freezing_winner_eager_can_be_what_the_plain_backend_runs() -> None:
+    frozen = {"freezing": True, **A}
+    rounds = table([(None, 0.8), ({}, 1.0), (frozen, 0.5), (A, 0.98)])       # eager beats A and the default
+    verdict, _ = run(rounds, finalists(frozen))
+    assert verdict.stored.candidate == Candidate.from_dict(frozen) and verdict.unfrozen_eager
+    study = StudyInfo(1, "w", "p", "s", "tpe", 0, 5, None, "u", "h")
+    workload = Workload(key="w" * 32, name="m", graphs=(GraphFingerprint(key="g" * 32, index=0, num_nodes=3,
+                                                                         input_meta="", code=""),))
+    best, = best_configs(verdict, workload=workload, platform=platform_from_parts("cpu", {"cpu": "x"}, {}),
+                         study=study, user="u")
+    assert best.unfrozen_eager and best.unfrozen_params == {} and best.unfrozen_speedup > 1.1

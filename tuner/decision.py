@@ -113,6 +113,7 @@ def backend_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
     `traced_frozen`: Dynamo traced this graph for freezing (prepare_freezing, grad off), which
     only `tuner.compile` arranges. An eager verdict runs uncompiled (EAGER). A config that needs
     freezing applies as stored only on a frozen trace; elsewhere `decision.unfrozen` applies
+    (EAGER instead where the stored verdict says eager beat every config without freezing)
     (measured beside it; `CompileConfig()` when Inductor's defaults won among configs without
     freezing), or Inductor's defaults when none was measured (UNMEASURED, note NO_UNFROZEN).
     Everything else, misses included, is `decision.config`.
@@ -125,6 +126,10 @@ def backend_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
         return Choice(Applies.CONFIG, decision.config)
     if decision.unfrozen is None:
         return Choice(Applies.UNMEASURED, CompileConfig(), f"{NO_UNFROZEN}; applying Inductor's defaults")
+    if decision.best is not None and decision.best.unfrozen_eager:
+        return Choice(Applies.EAGER, CompileConfig(),
+                      "the stored config needs freezing, which only tuner.compile applies; without it, eager "
+                      "beat every config measured: runs uncompiled")
     return Choice(Applies.UNFROZEN, decision.unfrozen,
                   f"the stored config needs freezing, which only tuner.compile applies; applying "
                   f"{unfrozen_label(decision.best)}")
@@ -136,6 +141,8 @@ def unfrozen_label(best: "BestConfig | None") -> str:
     defaults, which won among the configs without freezing (...)"; "none measured" for None."""
     if best is None or best.unfrozen_params is None:
         return "none measured"
+    if best.unfrozen_eager:
+        return "eager (runs uncompiled), which beat every config without freezing"
     knobs = key_values(sorted(best.unfrozen_params.items()))
     text = (f"{knobs}, measured without freezing" if knobs
             else "Inductor's defaults, which won among the configs without freezing")

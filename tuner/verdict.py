@@ -13,8 +13,8 @@
    dropped knobs) or it turns freezing on: eager, the default, the minimal config (the
    full choice beside it) and, for freezing, configs without freezing. Its even rounds pick
    what is stored (the minimal config unless it is slower than the choice beyond the noise,
-   eager if it beats that beyond the noise, the best config without freezing for the plain
-   backend).
+   eager if it beats that beyond the noise, and for the plain backend the best of eager and
+   the configs without freezing, or the defaults when none clears the noise).
 
 Every claim comes from the odd rounds of the last run: rounds that played no part in any
 choice, so the reported speedup carries no winner's curse. A stored config whose claim
@@ -71,8 +71,9 @@ class Verdict:
 
     `stored` is the config stored for lookup (None: Inductor's defaults; `eager`: run
     uncompiled). `claim` is its speedup over the default compile and `over_eager` over eager,
-    both from held-out rounds of `claim_run`. `unfrozen` is, when `stored` freezes, the config
-    the plain backend applies (empty candidate: the defaults) with its `unfrozen_claim`.
+    both from held-out rounds of `claim_run`. `unfrozen` is, when `stored` freezes, what the
+    plain backend applies (empty candidate: the defaults, or eager when its label is EAGER)
+    with its `unfrozen_claim`.
     """
 
     finalists: tuple[Finalist, ...]
@@ -91,6 +92,11 @@ class Verdict:
     @property
     def winner(self) -> Finalist | None:
         return self.stored
+
+    @property
+    def unfrozen_eager(self) -> bool:
+        """Beside a freezing winner, eager beat every config without freezing."""
+        return self.unfrozen is not None and self.unfrozen.label == EAGER
 
     def held_out(self, label: str) -> Speedup | None:
         """`label`'s speedup over the default in the selection run's held-out (odd) rounds."""
@@ -213,8 +219,8 @@ def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec
                                 ablation, notes=tuple(notes)))
     unfrozen, unfrozen_claim = None, None
     if stored.freezes:
-        pick = choose(choose_on, [f.label for f in thawed])
-        unfrozen = next((f for f in thawed if f.label == pick), Finalist(DEFAULT, Candidate()))
+        pick = choose(choose_on, [EAGER, *(f.label for f in thawed)])
+        unfrozen = next((f for f in thawed if f.label == pick), Finalist(pick, Candidate()))
         unfrozen_claim = claims.get(unfrozen.label) if pick != DEFAULT else None
     return _checked(Verdict(finalists, selection, choice.label, stored, False, claims.get(stored.label),
                             _over_eager(report_on, stored.label), result, ablation, unfrozen, unfrozen_claim,
@@ -290,5 +296,6 @@ def best_configs(verdict: Verdict, *, workload: Workload, platform: Platform, st
                        created_at=dt.datetime.now(dt.timezone.utc),
                        unfrozen_params=None if unfrozen is None else unfrozen.candidate.as_dict(),
                        unfrozen_speedup=None if verdict.unfrozen_claim is None else verdict.unfrozen_claim.median,
+                       unfrozen_eager=verdict.unfrozen_eager,
                        search_speedup=None if search is None else search.median)
             for g in workload.graphs]

@@ -11,7 +11,8 @@ Create Date: 2026-05-14
 - best_configs and best_history .eager: the verdict is "run this graph uncompiled"
   (false for existing rows); .unfrozen_params / .unfrozen_speedup: beside a winner that
   turns freezing on, the config without freezing that `backend="tuner"` applies, and its
-  speedup; .search_speedup: the winner's paired speedup during the search. NULL for
+  speedup; .unfrozen_eager: running uncompiled beat every config without freezing, so the
+  plain backend runs the graph eagerly; .search_speedup: the winner's paired speedup during the search. NULL for
   existing rows.
 
 Existing rows keep their measurement keys: tuner.storage.provenance.measurement_key adds
@@ -30,7 +31,7 @@ branch_labels = None
 depends_on = None
 
 TRIAL_COLUMNS = ("threads", "baseline_ms", "speedup", "speedup_low", "speedup_high")
-BEST_COLUMNS = ("eager", "unfrozen_params", "unfrozen_speedup", "search_speedup")
+BEST_COLUMNS = ("eager", "unfrozen_params", "unfrozen_speedup", "unfrozen_eager", "search_speedup")
 
 
 def _trial_columns() -> list[sa.Column]:
@@ -42,6 +43,7 @@ def _best_columns() -> list[sa.Column]:
     return [sa.Column("eager", sa.Boolean(), nullable=False, server_default=sa.false()),
             sa.Column("unfrozen_params", sa.JSON(), nullable=True),
             sa.Column("unfrozen_speedup", sa.Float(), nullable=True),
+            sa.Column("unfrozen_eager", sa.Boolean(), nullable=False, server_default=sa.false()),
             sa.Column("search_speedup", sa.Float(), nullable=True)]
 
 

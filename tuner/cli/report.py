@@ -141,7 +141,8 @@ def verdict_lines(verdict: Verdict) -> list[str]:
     if verdict.stored.search is not None:
         lines.append(f"the search saw {verdict.stored.search.text()}; the gap is the noise of single trials")
     if verdict.unfrozen is not None:
-        alt = verdict.unfrozen.candidate.label() if not verdict.unfrozen.candidate.is_default else "Inductor's defaults"
+        alt = ("eager (runs uncompiled)" if verdict.unfrozen_eager else verdict.unfrozen.candidate.label()
+               if not verdict.unfrozen.candidate.is_default else "Inductor's defaults")
         figure = f", {verdict.unfrozen_claim.text()}" if verdict.unfrozen_claim else ""
         lines.append(f"freezing needs tuner.compile(model); backend=\"tuner\" applies the best config measured "
                      f"without it: {alt}{figure}")

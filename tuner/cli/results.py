@@ -92,6 +92,8 @@ def _unfrozen(best: "BestConfig") -> str:
         return ("Inductor's defaults (no config without freezing was measured for this graph; "
                 "search again to measure one)")
     figure = "" if best.unfrozen_speedup is None else f", confirmed {best.unfrozen_speedup:.2f}x"
+    if best.unfrozen_eager:
+        return f"eager (run uncompiled: it beat every config without freezing){figure}"
     return f"{_config(best.unfrozen_params)}{figure}"
 
 
