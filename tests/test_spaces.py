@@ -76,9 +76,10 @@ def test_scope_and_unsafe_filters():
     inference, training = load_space("cpu"), load_space("cpu", training=True)
     names = {k.name for k in inference.knobs}
     train_names = {k.name for k in training.knobs}
-    assert "freezing" in names and "cpp.weight_prepack" in names
+    assert "freezing" in names and "cpp.enable_concat_linear" in names
+    assert "cpp.weight_prepack" not in names          # decided once per process: see search_spaces/cpu.py
     assert "functorch.activation_memory_budget" not in names
-    assert "freezing" not in train_names and "cpp.weight_prepack" not in train_names
+    assert "freezing" not in train_names and "cpp.enable_concat_linear" not in train_names
     assert "functorch.activation_memory_budget" in train_names
     assert not any(k.unsafe for k in inference.knobs)
     unsafe = load_space("cpu", include_unsafe=True)
@@ -185,7 +186,7 @@ def test_candidate_rejects_params_outside_the_space():
 def test_replayed_trials_are_consistent():
     space = load_space("cpu", threads=2)
     stored = [Candidate(), Candidate.from_dict({"mode": MAX, "cpp.gemm_cache_blocking": "2,2,64"}),
-              Candidate.from_dict({"freezing": True, "cpp.weight_prepack": False, "max_fusion_size": 8})]
+              Candidate.from_dict({"freezing": True, "cpp.enable_concat_linear": True, "max_fusion_size": 8})]
     study = optuna.create_study()
     for i, cand in enumerate(stored):
         params = space.replay_params(cand.as_dict())
