@@ -46,8 +46,8 @@ KNOBS: tuple[Knob, ...] = (
     # cpp.weight_prepack is left out on purpose: its effect is decided once per process. Inductor
     # registers the weight-pack patterns at the first frozen compile of a process, only if the knob
     # is on then (fx_passes/freezing_patterns.lazy_init, init-once), so a later graph gets packing or
-    # not whatever its own config says. Measured here: ResNet-18 with it off compiled first ran at
-    # 17 ms for every later config; compiled after one with it on, the same config ran at 10.6 ms.
+    # not whatever its own config says. Measured here: a ResNet-18 config with it off ran at 17 ms
+    # compiled alone, and at 10.6 ms compiled after a config with it on in the same process.
     # Neither a trial nor lookup could apply it per graph.
     Knob("cpp.enable_concat_linear", "bool", False, "layout", parent=("freezing", True), scope="inference",
          description="concatenate linears that share an input"),

@@ -62,3 +62,16 @@ def environment(env: dict[str, str]) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def tiny_model_and_input(seed: int):
+    """tests/models/tiny_mlp.py's model in eval mode and a (8, 32) input, both from `seed`."""
+    import torch
+
+    sys.path.insert(0, str(MODELS))
+    try:
+        import tiny_mlp
+    finally:
+        sys.path.remove(str(MODELS))
+    torch.manual_seed(seed)
+    return tiny_mlp.get_model(), torch.randn(8, 32)

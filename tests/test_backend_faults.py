@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import MODELS, cli_env
+from helpers import MODELS, cli_env, tiny_model_and_input
 from test_lookup import store_configs, tiny_workload
 
 TIMEOUT_S = 2.0
@@ -33,13 +33,7 @@ def tiny():
     """The tiny MLP, its input, its default-compiled output, its workload and platform."""
     from tuner.platform import current_platform
 
-    sys.path.insert(0, str(MODELS))
-    try:
-        import tiny_mlp
-    finally:
-        sys.path.remove(str(MODELS))
-    torch.manual_seed(7)
-    model, x = tiny_mlp.get_model(), torch.randn(8, 32)
+    model, x = tiny_model_and_input(7)
     torch._dynamo.reset()
     with torch.no_grad():
         default = torch.compile(model, backend="inductor")(x)

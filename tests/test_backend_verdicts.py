@@ -9,13 +9,12 @@ eager verdict; exactly the config measured without freezing for the plain backen
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers import MODELS
+from helpers import tiny_model_and_input
 from test_lookup import store_configs, tiny_workload
 
 FREEZING = {"max_fusion_size": 8, "freezing": True}
@@ -26,13 +25,7 @@ def tiny():
     """The tiny MLP, an input, the eager output, its workload and this platform."""
     from tuner.platform import current_platform
 
-    sys.path.insert(0, str(MODELS))
-    try:
-        import tiny_mlp
-    finally:
-        sys.path.remove(str(MODELS))
-    torch.manual_seed(11)
-    model, x = tiny_mlp.get_model(), torch.randn(8, 32)
+    model, x = tiny_model_and_input(11)
     with torch.no_grad():
         eager = model(x)
     return model, x, eager, tiny_workload(), current_platform("cpu")

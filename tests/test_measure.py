@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from faults import faulty_model
@@ -69,3 +70,32 @@ def test_prepare_verifies_eager_and_rejects_a_first_call_that_fails(tmp_path: Pa
     assert isinstance(rejected, Rejected) and rejected.status is Status.RUNTIME_ERROR
     assert rejected.headline == "RuntimeError: injected fault (tests/models/faulty_mlp.py)"
     assert "Traceback" in rejected.message
+
+
+RECOMPILE_CHECK = """
+import json, sys
+import torch._dynamo.utils as utils
+from tuner.confirm import ConfirmRequest, run_confirmation
+from tuner.trial import MeasureSpec
+variants = tuple((f"v{i}", (("max_fusion_size", 8 + i),)) for i in range(10))
+result = run_confirmation(ConfirmRequest(spec=MeasureSpec(sys.argv[1]), variants=variants, rounds=2,
+                                         samples_per_round=1))
+print(json.dumps({"ok": [v.status.value for v in result.variants], "frames": utils.counters["frames"]["ok"]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_confirmation_compiles_every_variant_of_a_library_model(tmp_path: Path) -> None:
+    """Ten variants share one `forward` code object (the class comes from an imported module, as
+    torchvision's do): none may run uncompiled past Dynamo's recompile limit (8 by default)."""
+    import subprocess
+    import sys
+
+    from helpers import cli_env
+
+    ran = subprocess.run([sys.executable, "-c", RECOMPILE_CHECK, str(MODELS / "library_mlp.py")],
+                         env=cli_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    found = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert found["ok"] == ["ok"] * 10
+    assert found["frames"] >= 10, found          # each variant compiled, none ran eagerly

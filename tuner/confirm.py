@@ -128,11 +128,12 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     """
     import torch
 
-    from tuner.measure import Rejected, Runner, apply_threads, prepare
+    from tuner.measure import Rejected, Runner, allow_variants, apply_threads, prepare
     from tuner.node_lock import measure_lock
     from tuner.timing import RoundPlan, interleaved_rounds
 
     threads = apply_threads(request.spec)
+    allow_variants(len(request.variants))
     runners: dict[str, Runner] = {}
     results: dict[str, VariantResult] = {}
     for label, params in request.variants:
