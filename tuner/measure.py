@@ -253,8 +253,8 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     """Time the candidate against Inductor's defaults in this process, paired and interleaved.
 
     The defaults' compile comes from Inductor's FX graph cache after the first trial, so the
-    pairing costs a model load and a cache hit. The trial of the defaults themselves pairs
-    two copies: its ratio shows the noise of this protocol on this machine.
+    pairing costs a model load and a cache hit. The trial of the defaults themselves times
+    its one runner twice per round: its ratio shows the noise of this protocol on this machine.
     """
     from tuner.node_lock import measure_lock
 
@@ -264,7 +264,8 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     runner = prepare(spec, request.params)
     if isinstance(runner, Rejected):
         return Measurement.failed(runner.status, runner.message, worker)
-    baseline = prepare(spec, ())
+    # The defaults' own trial times its runner against itself: the ratio shows the noise.
+    baseline = prepare(spec, ()) if request.params else runner
     if isinstance(baseline, Rejected):
         return Measurement.failed(Status.RUNTIME_ERROR, f"the default compile, which every trial is paired with, "
                                   f"failed: {baseline.message}", worker)
