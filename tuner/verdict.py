@@ -32,7 +32,7 @@ from tuner.confirm import DEFAULT, EAGER, ConfirmRequest, ConfirmResult, Speedup
 from tuner.errors import TunerError
 from tuner.platform import Platform
 from tuner.storage.records import BestConfig, StudyInfo, TrialRecord
-from tuner.trial import Candidate, MeasureSpec
+from tuner.trial import Candidate, MeasureSpec, Measurement
 from tuner.version import __version__
 from tuner.workload import Workload
 
@@ -90,10 +90,6 @@ class Verdict:
     notes: tuple[str, ...] = field(default=())
 
     @property
-    def winner(self) -> Finalist | None:
-        return self.stored
-
-    @property
     def unfrozen_eager(self) -> bool:
         """Beside a freezing winner, eager beat every config without freezing."""
         return self.unfrozen is not None and self.unfrozen.label == EAGER
@@ -116,11 +112,13 @@ def pick_finalists(records: tuple[TrialRecord, ...], *, top: int = 2) -> tuple[F
         thawed = next((r for r in others[top:] if not r.params.get(FREEZING)), None)
         if thawed is not None:
             picked.append(("tuned without freezing", thawed))
-    return tuple(Finalist(label, Candidate.from_dict(r.params), _trial_speedup(r)) for label, r in picked)
+    return tuple(Finalist(label, Candidate.from_dict(r.params), measured_speedup(r.measurement))
+                 for label, r in picked)
 
 
-def _trial_speedup(record: TrialRecord) -> Speedup | None:
-    m = record.measurement
+def measured_speedup(m: Measurement) -> Speedup | None:
+    """A trial's paired speedup over the defaults as a Speedup; None for an unpaired one. A missing
+    interval bound (never written by this version) reads as the median."""
     if m.speedup is None:
         return None
     return Speedup(m.speedup, m.speedup_low or m.speedup, m.speedup_high or m.speedup, m.reps or 0)
@@ -210,7 +208,8 @@ def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec
         if minimal_sp is None or minimal_sp.slower_beyond_noise:
             stored = choice
     notes = []
-    if _over_eager(choose_on, stored.label) is not None and _over_eager(choose_on, stored.label).slower_beyond_noise:
+    eager_sp = _over_eager(choose_on, stored.label)
+    if eager_sp is not None and eager_sp.slower_beyond_noise:
         notes.append(f"eager beat {stored.label} beyond the noise, so the graph runs uncompiled")
         stored = None
     claims = _speedups(report_on)

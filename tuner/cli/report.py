@@ -12,7 +12,7 @@ from tuner.confirm import DEFAULT, EAGER, halves
 from tuner.storage.records import TrialRecord
 from tuner.trial import Measurement
 from tuner.text import key_values
-from tuner.verdict import Verdict
+from tuner.verdict import Verdict, measured_speedup
 
 if TYPE_CHECKING:
     from tuner.search import SearchOutcome
@@ -54,7 +54,7 @@ class Progress:
     def _draw(self, record: TrialRecord) -> None:
         width = 20
         filled = int(width * self.done / max(1, self.total))
-        best = _trial_speedup(self.best.measurement) if self.best is not None else "-"
+        best = speedup_text(self.best.measurement) if self.best is not None else "-"
         ran = self.done - self.start_done
         eta = (time.monotonic() - self.started) / ran * (self.total - self.done) if ran else 0.0
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} trials, "
@@ -63,7 +63,7 @@ class Progress:
             self.stream.write("\r" + line + "\033[K")
         else:
             m = record.measurement
-            figure = f"{_fmt(m.latency_ms)} ms, {_trial_speedup(m)}" if m.ok else m.status.value
+            figure = f"{_fmt(m.latency_ms)} ms, {speedup_text(m)}" if m.ok else m.status.value
             self.stream.write(f"{line} | trial {record.number}: {figure} ({_short(record_label(record))})\n")
         self.stream.flush()
 
@@ -73,10 +73,10 @@ class Progress:
             self.stream.flush()
 
 
-def _trial_speedup(m: Measurement) -> str:
-    if m.speedup is None:
-        return "-"
-    return f"{m.speedup:.2f}x [{_fmt(m.speedup_low, '.2f')}, {_fmt(m.speedup_high, '.2f')}]"
+def speedup_text(m: Measurement) -> str:
+    """A trial's speedup over the defaults with its interval, "-" when it has none."""
+    paired = measured_speedup(m)
+    return "-" if paired is None else paired.text()
 
 
 def _short(text: str, width: int = 80) -> str:
@@ -162,6 +162,6 @@ def interrupted_summary(outcome: SearchOutcome, *, total: int, confirming: bool 
         return head
     rows = [("#", "latency ms", "vs defaults (unconfirmed)", "params")]
     for r in sorted(ok, key=lambda r: r.measurement.objective)[:shown]:
-        rows.append((str(r.number), _fmt(r.measurement.latency_ms), _trial_speedup(r.measurement),
+        rows.append((str(r.number), _fmt(r.measurement.latency_ms), speedup_text(r.measurement),
                      _short(record_label(r))))
     return head + "\n" + format_table(rows)

@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.common import add_command, add_db_option, format_table
+from tuner.cli.report import speedup_text
 from tuner.settings import Settings
 from tuner.text import key_values
 
@@ -108,15 +109,7 @@ def trials_table(records: "list[TrialRecord]") -> str:
         label = key_values(sorted(r.params.items())) or "defaults"
         headline = (m.error or "").partition("\n")[0][:100]
         detail = label if m.ok else f"{label} | {headline}"
-        versus = (_versus(m.speedup, m.speedup_low, m.speedup_high),) if paired else ()
+        versus = (speedup_text(m),) if paired else ()
         rows.append((str(r.number), m.status.value, _fmt(m.latency_ms), *versus, _fmt(m.spread_ms),
                      _fmt(m.compile_s, ".1f"), _fmt(m.peak_mem_mb, ".0f"), detail))
     return format_table(rows)
-
-
-def _versus(speedup: float | None, low: float | None, high: float | None) -> str:
-    if speedup is None:
-        return "-"
-    if low is None or high is None:
-        return f"{speedup:.2f}x"
-    return f"{speedup:.2f}x [{low:.2f}, {high:.2f}]"
