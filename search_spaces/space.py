@@ -12,10 +12,11 @@ when that is not at its default) equals the value named in `Knob.parent`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from tuner.errors import SpaceError
 from tuner.keys import canonical_json
@@ -166,6 +167,40 @@ class SearchSpace:
             kept[name] = value
         return Candidate.from_dict(kept)
 
+    def grid(self) -> dict[str, Sequence[Any]]:
+        """Every value the search can propose, per knob (children included); SpaceError for a
+        float range without a step, which has no finite set of values."""
+        return {knob.name: _grid(knob) for knob in self.knobs}
+
+    def points(self, limit: int) -> list[Candidate]:
+        """Every distinct candidate of this space, the defaults first, deduplicated by
+        Candidate.key (a child knob varies only where its parent makes it active): at most
+        `limit + 1` of them, so a longer list than `limit` says the space is larger than that.
+        Raises SpaceError for a float knob without a step, which has no finite set of points."""
+        grids = self.grid()
+        found = {}
+        for values in itertools.chain([self.default_params()], self._assignments(0, {}, grids)):
+            candidate = self.candidate(values)
+            found.setdefault(candidate.key, candidate)
+            if len(found) > limit:
+                break
+        return list(found.values())
+
+    def _assignments(self, index: int, values: dict[str, Any],
+                     grids: Mapping[str, list[Any]]) -> Iterator[dict[str, Any]]:
+        """Each full Optuna param dict that extends `values` over the knobs from `index` on."""
+        if index == len(self.knobs):
+            yield dict(values)
+            return
+        knob = self.knobs[index]
+        if not self._active(knob, values):
+            yield from self._assignments(index + 1, values, grids)
+            return
+        for value in grids[knob.name]:
+            values[knob.name] = value
+            yield from self._assignments(index + 1, values, grids)
+        del values[knob.name]
+
     def distributions(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Optuna distributions by knob name: of every knob, or only of the keys of `params`
         (what `optuna.trial.create_trial(params=..., distributions=...)` needs)."""
@@ -211,6 +246,24 @@ def _suggest_one(trial: Any, knob: Knob) -> Any:
     value = trial.suggest_float(knob.name, float(knob.low), float(knob.high), step=knob.step, log=knob.log)
     # Optuna's stepped floats carry binary noise (0.30000000000000004); keys should not.
     return float(f"{value:.12g}")
+
+
+def _grid(knob: Knob) -> Sequence[Any]:
+    """Every value the search can propose for `knob` (what `_suggest_one` can return); an int
+    range stays a lazy `range`, so a huge one costs nothing until it is walked."""
+    if knob.kind == "bool":
+        return [False, True]
+    if knob.kind == "choice":
+        return list(knob.choices)
+    if knob.kind == "float" and knob.step is None:
+        raise SpaceError(f"knob {knob.name!r} is a continuous float range [{knob.low}, {knob.high}] with no "
+                         f"finite set of values; give it a \"step\" in the space file")
+    step = knob.step or 1
+    count = int((knob.high - knob.low) / step + 1e-9) + 1
+    if knob.kind == "int":
+        return range(int(knob.low), int(knob.low) + count * int(step), int(step))
+    # Rounded like the search's own suggestions, so listed values and stored params agree.
+    return [float(f"{knob.low + i * step:.12g}") for i in range(count)]
 
 
 def _distribution(knob: Knob) -> Any:

@@ -7,7 +7,8 @@ The migration functions load alembic on first use, so compile-time lookups never
 from typing import Any
 
 from tuner.storage.check import CheckReport, check_database
-from tuner.storage.records import ApplyReport, BestConfig, HistoryEntry, Snapshot, StudyInfo, TrialRecord
+from tuner.storage.records import (ApplyReport, BestConfig, FailureRule, HistoryEntry, Snapshot, StudyInfo,
+                                   TrialRecord)
 from tuner.storage.store import Store
 from tuner.storage.urls import safe_url
 
@@ -17,6 +18,7 @@ __all__ = [
     "ApplyReport",
     "BestConfig",
     "CheckReport",
+    "FailureRule",
     "HistoryEntry",
     "Snapshot",
     "Store",

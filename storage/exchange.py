@@ -1,8 +1,8 @@
 """Exchange files: best configs as versioned JSON with a checksum; import, export and merge.
 
-The format (version 2), one JSON object and nothing else (never pickle):
+The format (version 3), one JSON object and nothing else (never pickle):
 
-    {"format": "tuner-exchange", "version": 2, "checksum": "sha256:<hex>",
+    {"format": "tuner-exchange", "version": 3, "checksum": "sha256:<hex>",
      "exported_at": "<ISO 8601 UTC>", "exported_by": {"user", "host", "tuner_version"},
      "platforms": [{"key", "hardware_key", "software_key", "device", "hardware", "software"}],
      "workloads": [{"key", "name", "graphs": [{"index", "key", "num_nodes", "input_meta", "code"}]}],
@@ -10,15 +10,19 @@ The format (version 2), one JSON object and nothing else (never pickle):
                     "speedup", "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms",
                     "user", "host", "tuner_version", "torch_version", "triton_version",
                     "created_at", "eager", "unfrozen_params", "unfrozen_speedup",
-                    "unfrozen_eager", "search_speedup"}]}
+                    "unfrozen_eager", "search_speedup"}],
+     "failure_rules": [{"platform_key", "knobs": {knob: value}, "failures", "created_at"}]}
 
 Version 2 added the last five record keys (`BestConfig`'s fields of the same names: an eager
 verdict, the config without freezing beside a freezing winner, its speedup, whether eager beat
 every config without freezing, the winner's speedup during the search); `unfrozen_params`, `unfrozen_speedup` and `search_speedup` may be
-null. This tuner writes version 2 and reads versions 1 and 2: a version-1 record has exactly
-the other keys and reads as eager and unfrozen_eager false with the three others null. A tuner that knows only
-version 1 refuses a version-2 file by name ("upgrade tuner") instead of dropping a verdict
-it cannot apply.
+null. Version 3 added "failure_rules": learned failures (tuner.storage.failures), each one or
+two knob values that always failed to compile on a platform of the file, with the number of
+compile errors behind it. This tuner writes version 3 and reads versions 1 to 3: a version-1
+record has exactly the other keys and reads as eager and unfrozen_eager false with the three
+others null; files before version 3 have no "failure_rules" and carry none. A tuner that
+knows an older version refuses a newer file by name ("upgrade tuner") instead of dropping
+what it cannot apply.
 
 The checksum is the sha256 of the canonical JSON (sorted keys, no spaces) of the object
 without its "checksum" member, so it does not depend on the file's layout.
@@ -30,7 +34,8 @@ knob (in `params` and `unfrozen_params`) against the allow-list
 (`tuner.search_spaces.validate_params`), and the verdict's consistency: an eager record has
 empty params and is not default; `unfrozen_params` only beside params that turn freezing on,
 and without freezing itself; `unfrozen_speedup` only with `unfrozen_params`; `unfrozen_eager`
-only with empty `unfrozen_params`; speedups > 0.
+only with empty `unfrozen_params`; speedups > 0. A failure rule holds one or two knobs of the
+allow-list and at least 2 failures, on a platform of the file.
 Then `Store.apply_snapshot` writes everything in one transaction. Any problem raises
 ExchangeError and writes nothing. The records (their keys per version, how they are written
 and checked) live in `tuner.storage.exchange_records`.
@@ -50,14 +55,14 @@ from tuner.errors import ExchangeError
 from tuner.jsoncheck import Invalid, check_fields, check_text_map, loads_strict, show
 from tuner.keys import (GraphFingerprint, Platform, Workload, canonical_json, graph_key, platform_from_parts,
                         workload_key)
-from tuner.storage.exchange_records import RECORD_LENGTHS, record_best, record_json
+from tuner.storage.exchange_records import RECORD_LENGTHS, record_best, record_json, record_rule, rule_json
 from tuner.storage.provenance import utc_iso
 from tuner.storage.records import ApplyReport, Snapshot
 from tuner.storage.store import Store
 from tuner.storage.urls import safe_url
 
 FORMAT = "tuner-exchange"
-VERSION = 2
+VERSION = 3
 MAX_FILE_BYTES = 64 * 2**20
 MAX_GRAPH_CODE = 2**20                  # a graph's canonical text
 MAX_INPUT_META = 256 * 2**10
@@ -65,6 +70,7 @@ MAX_ENTRIES = 64                        # keys of a platform's hardware or softw
 
 _TOP = {"format": str, "version": int, "checksum": str, "exported_at": str, "exported_by": dict,
         "platforms": list, "workloads": list, "records": list}
+_TOP_V3 = {**_TOP, "failure_rules": list}
 _BY = {"user": str, "host": str, "tuner_version": str}
 _PLATFORM = {"key": str, "hardware_key": str, "software_key": str, "device": str,
              "hardware": dict, "software": dict}
@@ -81,6 +87,7 @@ class ExportReport:
     platforms: int
     workloads: int
     checksum: str
+    rules: int = 0                      # learned failure rules
 
 
 # ---------------------------------------------------------------- writing
@@ -100,6 +107,7 @@ def to_document(snapshot: Snapshot, *, user: str, host: str, tuner_version: str,
         "workloads": [{"key": w.key, "name": w.name, "graphs": [asdict(g) for g in w.graphs]}
                       for w in snapshot.workloads],
         "records": [record_json(b) for b in snapshot.bests],
+        "failure_rules": [rule_json(r) for r in snapshot.rules],
     }
     document["checksum"] = checksum_of(document)
     return document
@@ -113,10 +121,11 @@ def checksum_of(document: dict[str, Any]) -> str:
 def export_file(store: Store, path: str | Path, *, workload_keys: list[str] | None = None,
                 platform_keys: list[str] | None = None, user: str, host: str,
                 tuner_version: str) -> ExportReport:
-    """Write the selected best configs to `path` (atomically: a temporary file, then a
-    rename). Raises ExchangeError when nothing matches the selection; writes nothing then."""
+    """Write the selected best configs and failure rules to `path` (atomically: a temporary
+    file, then a rename). Raises ExchangeError when nothing matches the selection; writes
+    nothing then."""
     snapshot = store.snapshot(workload_keys=workload_keys, platform_keys=platform_keys)
-    if not snapshot.bests:
+    if not snapshot.bests and not snapshot.rules:
         raise ExchangeError(f"no best configs to export from {store.safe_url} for this "
                             f"selection; list them with: tuner db ls")
     document = to_document(snapshot, user=user, host=host, tuner_version=tuner_version)
@@ -133,7 +142,7 @@ def export_file(store: Store, path: str | Path, *, workload_keys: list[str] | No
                             f"--out path") from exc
     return ExportReport(path=str(target), records=len(snapshot.bests),
                         platforms=len(snapshot.platforms), workloads=len(snapshot.workloads),
-                        checksum=document["checksum"])
+                        checksum=document["checksum"], rules=len(snapshot.rules))
 
 
 # ---------------------------------------------------------------- reading
@@ -191,7 +200,7 @@ def _validate(document: Any, name: str) -> Snapshot:
                             f"version {VERSION}; upgrade tuner (pip install -U tuner) to read it")
     if version < 1:
         raise _refuse(name, f"has unknown exchange format version {version}")
-    check_fields(document, _TOP, "the file", lengths=_LENGTHS)
+    check_fields(document, _TOP_V3 if version >= 3 else _TOP, "the file", lengths=_LENGTHS)
     if checksum_of(document) != document["checksum"]:
         raise _refuse(name, "fails its checksum: the file was changed or damaged after export; "
                             "export it again from the source database")
@@ -200,7 +209,9 @@ def _validate(document: Any, name: str) -> Snapshot:
     workloads = _workloads(document["workloads"])
     bests = tuple(record_best(record, f"record {index}", version=version, platforms=platforms)
                   for index, record in enumerate(document["records"]))
-    return Snapshot(platforms=tuple(platforms.values()), workloads=workloads, bests=bests)
+    rules = tuple(record_rule(record, f"failure rule {index}", platforms=platforms)
+                  for index, record in enumerate(document.get("failure_rules", ())))
+    return Snapshot(platforms=tuple(platforms.values()), workloads=workloads, bests=bests, rules=rules)
 
 
 def _refuse(name: str, problem: str) -> ExchangeError:

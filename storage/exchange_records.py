@@ -1,10 +1,11 @@
-"""The records of an exchange file: one best config as a JSON object, per format version.
+"""The records of an exchange file: one best config, or one failure rule, as a JSON object.
 
-`record_json` writes a BestConfig as a record of the current format (version 2);
-`record_best` checks one record of version 1 or 2 and returns its BestConfig. The file
-around the records, and the format's description, are tuner.storage.exchange's. A
-version-1 record lacks the verdict keys (`eager`, `unfrozen_params`, `unfrozen_speedup`,
-`search_speedup`) and reads with BestConfig's defaults for them.
+`record_json` writes a BestConfig as a record of the current format (version 3; its records
+are version 2's); `record_best` checks one record of version 1, 2 or 3 and returns its
+BestConfig. A version-1 record lacks the verdict keys (`eager`, `unfrozen_params`,
+`unfrozen_speedup`, `search_speedup`) and reads with BestConfig's defaults for them.
+`rule_json` and `record_rule` do the same for a learned failure rule (version 3). The file
+around the records, and the format's description, are tuner.storage.exchange's.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from tuner.errors import SpaceError
 from tuner.jsoncheck import Invalid, check_fields, check_string, show
 from tuner.keys import Platform
 from tuner.storage.provenance import utc_iso
-from tuner.storage.records import BestConfig
+from tuner.storage.failures import MIN_FAILURES
+from tuner.storage.records import BestConfig, FailureRule
 
 MAX_STRING = 4096                       # bytes of UTF-8 of a knob's text value
 _V1 = {"graph_key": str, "platform_key": str, "workload_key": str, "params": dict,
@@ -28,6 +30,8 @@ KEYS: dict[int, dict[str, Any]] = {
     2: {**_V1, "eager": bool, "unfrozen_params": (dict, None), "unfrozen_speedup": (float, None),
         "unfrozen_eager": bool, "search_speedup": (float, None)},
 }
+KEYS[3] = KEYS[2]
+RULE_KEYS = {"platform_key": str, "knobs": dict, "failures": int, "created_at": str}
 # The database columns' limits, in bytes of UTF-8.
 RECORD_LENGTHS = {"graph_key": 128, "platform_key": 128, "workload_key": 128, "user": 255,
                   "host": 255, "tuner_version": 64, "torch_version": 128, "triton_version": 128}
@@ -67,18 +71,47 @@ def record_best(record: Any, where: str, *, version: int,
         if record[name] is not None and record[name] < 0:
             raise Invalid(f"{where}: {name} must not be negative")
     _check_verdict(record, where)
-    try:
-        created = datetime.fromisoformat(record["created_at"])
-    except ValueError:
-        raise Invalid(f"{where}: created_at {show(record['created_at'])} is not an ISO 8601 "
-                      f"time") from None
-    if created.tzinfo is None:
-        raise Invalid(f"{where}: created_at must name its time zone (e.g. +00:00)")
+    created = _created(record["created_at"], where)
     fields = {name: record[name] for name in spec if name != "created_at"}
     for name in _FLOATS:
         if fields.get(name) is not None:
             fields[name] = float(fields[name])
-    return BestConfig(**fields, created_at=created.astimezone(timezone.utc))
+    return BestConfig(**fields, created_at=created)
+
+
+def rule_json(rule: FailureRule) -> dict[str, Any]:
+    """`rule` as a failure-rule record (version 3); `rule.created_at` must be set."""
+    assert rule.created_at is not None
+    return {"platform_key": rule.platform_key, "knobs": dict(rule.knobs), "failures": int(rule.failures),
+            "created_at": utc_iso(rule.created_at)}
+
+
+def record_rule(record: Any, where: str, *, platforms: dict[str, Platform]) -> FailureRule:
+    """A failure-rule record (on one of `platforms`) as a FailureRule: one or two knobs of the
+    allow-list, each a JSON scalar, and at least MIN_FAILURES failures. Raises Invalid, one
+    line starting with `where`, at the first problem."""
+    check_fields(record, RULE_KEYS, where, lengths=RECORD_LENGTHS)
+    if record["platform_key"] not in platforms:
+        raise Invalid(f"{where}: platform {record['platform_key']} is not in the file's platforms")
+    knobs = record["knobs"]
+    if not 1 <= len(knobs) <= 2:
+        raise Invalid(f"{where}: a failure rule holds one or two knobs, not {len(knobs)}")
+    check_params(knobs, where)
+    if record["failures"] < MIN_FAILURES:
+        raise Invalid(f"{where}: a failure rule needs at least {MIN_FAILURES} failures, "
+                      f"got {record['failures']}")
+    return FailureRule(platform_key=record["platform_key"], knobs=tuple(sorted(knobs.items())),
+                       failures=record["failures"], created_at=_created(record["created_at"], where))
+
+
+def _created(text: str, where: str) -> datetime:
+    try:
+        created = datetime.fromisoformat(text)
+    except ValueError:
+        raise Invalid(f"{where}: created_at {show(text)} is not an ISO 8601 time") from None
+    if created.tzinfo is None:
+        raise Invalid(f"{where}: created_at must name its time zone (e.g. +00:00)")
+    return created.astimezone(timezone.utc)
 
 
 def _check_verdict(record: dict[str, Any], where: str) -> None:

@@ -256,3 +256,25 @@ class KernelConfigRow(Base):
     torch_version: Mapped[str] = mapped_column(String(128))
     triton_version: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)      # when it was measured
+
+
+class FailureRuleRow(Base):
+    """A knob value, or a pair of them, that always failed to compile on one platform.
+
+    `knobs` holds one or two knob -> value entries; `rule_key` hashes them (canonical JSON).
+    `failures` counts the compile errors behind the rule (the larger count, after a merge).
+    Rules learned here are recomputed from the trials (tuner.storage.failures.refresh_rules).
+    """
+
+    __tablename__ = "failure_rules"
+    __table_args__ = (UniqueConstraint("platform_id", "rule_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    platform_id: Mapped[int] = mapped_column(ForeignKey("platforms.id", ondelete="CASCADE"))
+    rule_key: Mapped[str] = mapped_column(String(64))
+    knobs: Mapped[dict[str, Any]]
+    failures: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(16), server_default="search")   # search|import|merge
+    origin: Mapped[str] = mapped_column(String(512), server_default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

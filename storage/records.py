@@ -1,11 +1,12 @@
 """Values that cross the storage boundary. ORM rows never leave `storage/`."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
-from tuner.keys import Platform, Workload
+from tuner.keys import Platform, Workload, canonical_json
 from tuner.trial import Measurement
 
 
@@ -91,8 +92,47 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class FailureRule:
+    """A knob value, or a pair of them, that always failed to compile on one platform.
+
+    Learned when at least 2 trials holding it there failed with compile_error and no trial
+    holding it compiled (see tuner.storage.failures). `knobs` holds one or two (knob, value)
+    items sorted by name; `failures` is the evidence (compile errors behind it); `source`
+    is "search" (learned from this database's trials), "import" or "merge", with `origin`
+    the file name or the source's safe URL.
+    """
+
+    platform_key: str
+    knobs: tuple[tuple[str, Any], ...]
+    failures: int
+    source: str = "search"
+    origin: str = ""
+    created_at: datetime | None = None   # when this database first held it; None: now
+
+    @property
+    def key(self) -> str:
+        """The rule's identity on its platform: a hash of its knobs (canonical JSON)."""
+        return rule_key(dict(self.knobs))
+
+    def held_by(self, params: Mapping[str, Any]) -> bool:
+        """Whether a candidate's params (Candidate.as_dict()) set every knob of the rule to
+        its value (compared as canonical JSON, so True never matches 1)."""
+        return all(name in params and canonical_json(params[name]) == canonical_json(value)
+                   for name, value in self.knobs)
+
+    def label(self) -> str:
+        return " + ".join(f"{name}={canonical_json(value)}" for name, value in self.knobs)
+
+
+def rule_key(knobs: Mapping[str, Any]) -> str:
+    """The key of a failure rule's knobs: 32 hex digits of sha256 over their canonical JSON."""
+    return hashlib.sha256(canonical_json(dict(knobs)).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """Best configs with the platforms and workloads (graphs included) they refer to.
+    """Best configs and learned failure rules, with the platforms and workloads (graphs
+    included) they refer to.
 
     What `Store.snapshot` reads and `Store.apply_snapshot` writes: the content of an
     exchange file or of a merge.
@@ -101,6 +141,7 @@ class Snapshot:
     platforms: tuple[Platform, ...]
     workloads: tuple[Workload, ...]
     bests: tuple[BestConfig, ...]
+    rules: tuple[FailureRule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,3 +154,5 @@ class ApplyReport:
     already_present: int             # the same measurement was already in this database
     platforms_added: int
     workloads_added: int
+    rules: int = 0                   # failure rules in the snapshot
+    rules_stored: int = 0            # of which new here, or stronger than the stored evidence

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from tuner.errors import ReadOnlyDatabase
 from tuner.keys import Platform, Workload
+from tuner.storage import failures
 from tuner.storage import queries as q
 from tuner.storage.engine import WRITE, caller_bug, make_engine, storage_error
 from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow,
@@ -30,10 +31,12 @@ from tuner.storage.urls import hide_secret, parse_url, safe_url, sqlite_path
 
 # What `tuner search`, `tuner db import` and `tuner db merge` write: (table, privilege).
 _WRITES = tuple((table, "INSERT") for table in ("platforms", "workloads", "graphs", "studies",
-                                                "trials", "best_configs", "best_history"))
-_WRITES += (("best_configs", "UPDATE"),)
-_WRITE_FIX = ("`tuner search`, `tuner db import` and `tuner db merge` need a role with "
-              "INSERT and UPDATE on the tuner tables (docs/sharing.md); lookups work with this one")
+                                                "trials", "best_configs", "best_history",
+                                                "failure_rules"))
+_WRITES += (("best_configs", "UPDATE"), ("failure_rules", "UPDATE"), ("failure_rules", "DELETE"))
+_WRITE_FIX = ("`tuner search`, `tuner db import` and `tuner db merge` need a role with INSERT and "
+              "UPDATE on the tuner tables and DELETE on failure_rules (docs/sharing.md); lookups work "
+              "with this one")
 
 
 class Store:
@@ -244,12 +247,14 @@ class Store:
     def snapshot(self, *, workload_keys: list[str] | None = None,
                  platform_keys: list[str] | None = None) -> Snapshot:
         """The best configs (of graphs of these workloads, on these platforms; None: all),
-        with their platforms and the workloads, graphs included, that contain their graphs.
+        with their platforms and the workloads, graphs included, that contain their graphs,
+        and the learned failure rules of the selection (`tuner.storage.failures.with_rules`).
 
         What `tuner db export` writes and `tuner db merge` reads. Empty when nothing matches.
         """
         with self.session_scope() as session:
-            return q.snapshot(session, workload_keys=workload_keys, platform_keys=platform_keys)
+            found = q.snapshot(session, workload_keys=workload_keys, platform_keys=platform_keys)
+            return failures.with_rules(session, found, workload_keys=workload_keys, platform_keys=platform_keys)
 
     def apply_snapshot(self, snapshot: Snapshot, *, source: str, origin: str) -> ApplyReport:
         """Write a validated snapshot (an import or a merge) in ONE transaction: all or nothing.
@@ -258,7 +263,8 @@ class Store:
         config goes through the rules of `save_best`, with its platform's own versions as
         the installed ones, and into history with `source` ("import" or "merge") and
         `origin`; `study_id` is dropped (studies are local). Applying the same snapshot
-        again changes nothing. Validation is the caller's (tuner.storage.exchange).
+        again changes nothing. Failure rules are unioned, keeping the larger evidence
+        (`tuner.storage.failures.apply_rules`). Validation is the caller's (tuner.storage.exchange).
         """
         if source not in ("import", "merge"):
             raise ValueError(f"source must be 'import' or 'merge', got {source!r}")
@@ -274,9 +280,11 @@ class Store:
                 won, fresh = q.save_best(session, best, platform,
                                          installed=q.versions_of(platform))
                 stored, new = stored + won, new + fresh
+            rules = failures.apply_rules(session, snapshot.rules, source=source, origin=origin)
             return ApplyReport(records=len(snapshot.bests), stored=stored,
                                not_better=new - stored, already_present=len(snapshot.bests) - new,
-                               platforms_added=platforms_added, workloads_added=workloads_added)
+                               platforms_added=platforms_added, workloads_added=workloads_added,
+                               rules=len(snapshot.rules), rules_stored=rules)
 
     def check_writable(self) -> None:
         """Raise ReadOnlyDatabase, naming the fix, unless this store can write what a search

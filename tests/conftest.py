@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.register_assert_rewrite("exchange_data")   # a plugin of the exchange tests (pytest_plugins)
+
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:

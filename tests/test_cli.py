@@ -58,7 +58,7 @@ def test_python_m_tuner_and_the_console_script_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--trials", "0"], "--trials must be at least 1, got 0"),
-    (["--sampler", "grid"], "unknown sampler 'grid'; choose one of: tpe, random"),
+    (["--sampler", "nuts"], "unknown sampler 'nuts'; choose one of: tpe, cmaes, gp, qmc, random, grid"),
     (["--threads", "-1"], "--threads must be at least 1, got -1"),
     (["--executor", "local", "--platform", "all"], "--address and --platform need Ray; drop --executor local"),
     (["--executor", "local", "--address", "auto"], "--address and --platform need Ray; drop --executor local"),

@@ -29,7 +29,7 @@ PAIRED = ("threads", "baseline_ms", "speedup", "speedup_low", "speedup_high")
 NO_VERDICT = {"eager": False, "unfrozen_params": None, "unfrozen_speedup": None,
               "search_speedup": None}
 TABLES = {"platforms", "workloads", "graphs", "studies", "trials", "best_configs", "best_history",
-          "kernel_configs"}
+          "kernel_configs", "failure_rules"}
 
 
 
@@ -253,6 +253,12 @@ def test_every_released_schema_upgrades_and_reads_back(revision: str, db_url: st
             if revision == "0001_initial":        # 0002 seeds one kept entry per best config
                 assert [(h.best, h.kept, h.measurement_key) for h in history] == [
                     (got, True, measurement_key(got))]
+        rules = {(r.platform_key, r.knobs): r for r in store.snapshot().rules}
+        assert len(rules) == len(rows.get("failure_rules", []))
+        for rule_row in rows.get("failure_rules", []):                # 0005
+            rule = rules[(platforms[rule_row["platform_id"]]["key"], tuple(sorted(rule_row["knobs"].items())))]
+            assert (rule.key, rule.failures, rule.source, rule.origin, rule.created_at) == tuple(
+                rule_row[name] for name in ("rule_key", "failures", "source", "origin", "created_at"))
         for history_row in rows.get("best_history", []):
             key = platforms[history_row["platform_id"]]["key"]
             entry = next(h for h in store.best_history(history_row["graph_key"], key)
@@ -282,6 +288,7 @@ def test_0004_downgrade_drops_its_columns_and_keeps_the_rows(db_url: str, tmp_pa
     from dataclasses import replace
 
     fixture_db(db_url, "0004_paired_trials", tmp_path)
+    upgrade(db_url)                                   # to head, so the store opens it
     rows = make_fixtures.rows_at("0004_paired_trials")
     with Store.open(db_url, readonly=True) as store:
         before = store.snapshot().bests
@@ -303,6 +310,20 @@ def test_0004_downgrade_drops_its_columns_and_keeps_the_rows(db_url: str, tmp_pa
         trials = [t.measurement for s in (1, 2) for t in store.trials(s)]
     assert after == tuple(replace(b, **NO_VERDICT) for b in before)      # defaults again
     assert {m.threads for m in trials} == {None} and {m.speedup for m in trials} == {None}
+
+
+def test_0005_downgrade_drops_the_failure_rules_and_keeps_the_rest(db_url: str, tmp_path: Path) -> None:
+    fixture_db(db_url, "0005_failure_rules", tmp_path)
+    with Store.open(db_url, readonly=True) as store:
+        before = store.snapshot()
+    assert len(before.rules) == 2
+    downgrade(db_url, "0004_paired_trials")
+    assert current_revision(db_url) == "0004_paired_trials"
+    assert "failure_rules" not in table_names(db_url)
+    upgrade(db_url)
+    with Store.open(db_url, readonly=True) as store:
+        after = store.snapshot()
+    assert after.rules == () and after.bests == before.bests
 
 
 def test_every_shipped_revision_has_a_committed_fixture() -> None:

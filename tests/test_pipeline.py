@@ -81,8 +81,8 @@ def test_platforms_the_cluster_cannot_give(target: Target, wanted: str, present,
 
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: SearchOptions(MeasureSpec("m.py"), trials=0), "--trials must be at least 1, got 0"),
-    (lambda: SearchOptions(MeasureSpec("m.py"), trials=5, sampler="cmaes"),
-     "unknown sampler 'cmaes'; choose one of: tpe, random"),
+    (lambda: SearchOptions(MeasureSpec("m.py"), trials=5, sampler="nuts"),
+     "unknown sampler 'nuts'; choose one of: tpe, cmaes, gp, qmc, random, grid"),
     (lambda: SearchOptions(MeasureSpec("m.py", threads=0), trials=5), "--threads must be at least 1, got 0"),
     (lambda: Execution("local", platform="all"), "--address and --platform need Ray; drop --executor local"),
 ])

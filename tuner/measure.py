@@ -18,10 +18,11 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
+from tuner.pruning import RoundPruner, step_value, step_values
 from tuner.stats import median_and_iqr, paired_speedup
 from tuner.timing import calibrate, interleaved_rounds, time_samples
 from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
@@ -255,6 +256,8 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     The defaults' compile comes from Inductor's FX graph cache after the first trial, so the
     pairing costs a model load and a cache hit. The trial of the defaults themselves times
     its one runner twice per round: its ratio shows the noise of this protocol on this machine.
+    With `request.pruning`, a `RoundPruner` may stop the rounds early: the trial is then PRUNED,
+    with the pairing of the rounds it ran.
     """
     from tuner.node_lock import measure_lock
 
@@ -269,13 +272,25 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     if isinstance(baseline, Rejected):
         return Measurement.failed(Status.RUNTIME_ERROR, f"the default compile, which every trial is paired with, "
                                   f"failed: {baseline.message}", worker)
+    pruner = RoundPruner(request.pruning) if request.pruning is not None else None
     with torch.no_grad(), measure_lock():
         rounds = interleaved_rounds({CANDIDATE: runner, BASELINE: baseline}, spec.plan(), baseline=BASELINE,
-                                    rng=random.Random(spec.seed * 100_003 + request.number))
+                                    rng=random.Random(spec.seed * 100_003 + request.number),
+                                    should_stop=_pruning_check(pruner))
     median, spread = median_and_iqr(rounds[CANDIDATE])
     sp = paired_speedup(rounds[BASELINE], rounds[CANDIDATE])
-    return Measurement(status=Status.OK, latency_ms=median, spread_ms=spread, compile_s=runner.compile_s,
-                       peak_mem_mb=peak_memory_mb(runner.device), reps=len(rounds[CANDIDATE]), worker=worker,
-                       threads=threads, baseline_ms=statistics.median(rounds[BASELINE]),
-                       speedup=sp.median if sp else None, speedup_low=sp.low if sp else None,
-                       speedup_high=sp.high if sp else None)
+    pruned = pruner is not None and pruner.stopped_at is not None
+    return Measurement(status=Status.PRUNED if pruned else Status.OK, latency_ms=median, spread_ms=spread,
+                       compile_s=runner.compile_s, peak_mem_mb=peak_memory_mb(runner.device),
+                       reps=len(rounds[CANDIDATE]), worker=worker, threads=threads,
+                       baseline_ms=statistics.median(rounds[BASELINE]), speedup=sp.median if sp else None,
+                       speedup_low=sp.low if sp else None, speedup_high=sp.high if sp else None,
+                       intermediate=step_values(rounds[BASELINE], rounds[CANDIDATE]),
+                       error=pruner.reason() if pruned else None)
+
+
+def _pruning_check(pruner: RoundPruner | None) -> Callable[[Mapping[str, list[float]]], bool] | None:
+    """The rounds' `should_stop`: the pruner's decision on the value after the latest round."""
+    if pruner is None:
+        return None
+    return lambda rounds: pruner.should_stop(len(rounds[CANDIDATE]), step_value(rounds[BASELINE], rounds[CANDIDATE]))

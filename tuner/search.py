@@ -1,23 +1,31 @@
 """The search driver: Optuna ask/tell over an Executor, every trial recorded.
 
 The driver is the only writer during a search. Trial 0 is Inductor's defaults and the
-built-in modes follow; identical candidates are measured once; `resume` replays the
+built-in modes follow, then the warm starts (`tuner.priors`: stored best configs of this
+workload elsewhere and of the nearest workloads here); a proposal holding a learned failure
+is told failed, never measured; identical candidates are measured once (after EXPLORE_AFTER
+repeats in a row, a converged sampler's next proposals come from a random sampler, so the budget
+goes to new candidates; MAX_DUPLICATE_ASKS in a row end the search as exhausted); `resume` replays the
 stored trials of the last study into a fresh in-memory Optuna study. An interrupt (Ctrl-C,
 or SIGTERM turned into KeyboardInterrupt) stops the trials in flight, records them as
 cancelled (never a result: resume measures them again) and raises SearchInterrupted.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import socket
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import optuna
 
 from tuner.errors import SpaceError, UsageError
 from tuner.memory_limit import MIN_MB, format_mb
 from tuner.platform import Platform
+from tuner.priors import LearnedFailures, first_candidates
+from tuner.pruning import PruneHistory, check_pruner
+from tuner.samplers import SAMPLERS, check_sampler, make_sampler
 from tuner.search_spaces import SearchSpace
 from tuner.storage import Store
 from tuner.storage.records import StudyInfo, TrialRecord
@@ -26,12 +34,10 @@ from tuner.version import __version__
 from tuner.workers.executor import Executor
 from tuner.workload import Workload
 
-# TPE with constant_liar, so trials in flight at once are not proposed twice.
-SAMPLERS: dict[str, Callable[[int | None], optuna.samplers.BaseSampler]] = {
-    "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed, constant_liar=True),
-    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
-}
 MAX_DUPLICATE_ASKS = 200    # consecutive proposals already measured: the space is exhausted
+# A sampler that has converged keeps proposing what was measured; after this many repeats in a
+# row the next proposals are random, so the budget goes to new candidates, not to an early stop.
+EXPLORE_AFTER = 10
 CANCELLED_ERROR = ("cancelled: the search was interrupted (Ctrl-C or SIGTERM) while this trial ran; "
                    "`tuner search MODEL --resume` measures it again")
 
@@ -54,6 +60,8 @@ class SearchOptions:
     rounds: int = 20              # paired rounds when confirming: half choose, half report
     space: str | None = None
     unsafe: bool = False
+    warm_start: bool = True       # enqueue stored best configs after the seeds (tuner.priors)
+    pruner: str = "median"        # tuner.pruning.PRUNERS: stops clearly slow trials' rounds early
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -64,6 +72,7 @@ class SearchOptions:
             raise UsageError(f"--repeat must be at least 2 paired rounds, got {self.measure.repeat}")
         if self.sampler not in SAMPLERS:
             raise UsageError(f"unknown sampler {self.sampler!r}; choose one of: {', '.join(SAMPLERS)}")
+        check_pruner(self.pruner)
         if self.measure.threads is not None and self.measure.threads < 1:
             raise UsageError(f"--threads must be at least 1, got {self.measure.threads}")
         cap = self.measure.memory_limit_mb
@@ -90,6 +99,7 @@ class SearchOutcome:
     trials: tuple[TrialRecord, ...]
     exhausted: bool = False
     cancelled: tuple[TrialRecord, ...] = ()
+    skipped: int = 0              # proposals holding a learned failure, told failed unmeasured
 
 
 class SearchInterrupted(KeyboardInterrupt):
@@ -104,13 +114,10 @@ class SearchInterrupted(KeyboardInterrupt):
         self.confirming = confirming
 
 
-def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler `name` (a key of SAMPLERS; SearchOptions has checked it)."""
-    return SAMPLERS[name](seed)
-
-
 def open_study(job: SearchOptions, target: Target, store: Store, *, user: str) -> StudyInfo:
-    """A new study, or with `resume` the last one for this workload and platform."""
+    """A new study, or with `resume` the last one for this workload and platform.
+    UsageError, before anything is written, when `job.sampler` cannot search `target.space`."""
+    check_sampler(job.sampler, target.space)
     store.ensure_platform(target.platform)
     store.ensure_workload(target.workload)
     if job.resume:
@@ -134,10 +141,14 @@ class Driver:
         self.spec = replace(job.measure, platform_key=target.platform.key)
         self.on_result = on_result or (lambda record: None)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.optuna = optuna.create_study(direction="minimize", sampler=make_sampler(job.sampler, job.seed))
+        sampler = make_sampler(job.sampler, job.seed, target.space)
+        self.optuna = optuna.create_study(direction="minimize", sampler=sampler)
         self.records: dict[str, TrialRecord] = {}         # candidate key -> recorded trial
         self.in_flight: dict[int, tuple[Any, Candidate]] = {}   # trial number -> (optuna trial, candidate)
         self.next_number = 0
+        self.failures = LearnedFailures(store, target.platform.key)
+        self.pruning = PruneHistory(job.pruner, min_rounds=self.spec.plan().min_rounds,
+                                    exempt={target.space.candidate(p).key for p in target.space.seeds()})
 
     def replay(self, records: list[TrialRecord]) -> None:
         """Feed stored trials into the in-memory study (resume). A cancelled trial is no
@@ -162,7 +173,10 @@ class Driver:
         On KeyboardInterrupt, stops the trials in flight (`Executor.cancel`), records each
         as cancelled and raises SearchInterrupted with what finished.
         """
-        for params in self.target.space.seeds():
+        self.failures.refresh()
+        target = self.target
+        for params in first_candidates(self.store, target.workload, target.platform, target.space,
+                                       warm=self.job.warm_start):
             if self.target.space.candidate(params).key not in self.records:
                 self.optuna.enqueue_trial(params, skip_if_exists=True)
         exhausted = False
@@ -184,7 +198,8 @@ class Driver:
     def _outcome(self, study: StudyInfo, *, exhausted: bool = False,
                  cancelled: tuple[TrialRecord, ...] = ()) -> SearchOutcome:
         trials = tuple(sorted(self.records.values(), key=lambda r: r.number))
-        return SearchOutcome(study=study, trials=trials, exhausted=exhausted, cancelled=cancelled)
+        return SearchOutcome(study=study, trials=trials, exhausted=exhausted, cancelled=cancelled,
+                             skipped=self.failures.skipped)
 
     def _record_cancelled(self, study: StudyInfo) -> tuple[TrialRecord, ...]:
         """Record every trial in flight as cancelled (their processes are stopped already)."""
@@ -205,25 +220,46 @@ class Driver:
     def _submit_next(self) -> bool:
         """Ask Optuna until it proposes something new; False when the space seems exhausted."""
         in_flight_keys = {cand.key for _, cand in self.in_flight.values()}
-        for _ in range(MAX_DUPLICATE_ASKS):
-            trial = self.optuna.ask()
-            candidate = self.target.space.candidate(self.target.space.suggest(trial))
+        for repeats in range(MAX_DUPLICATE_ASKS):
+            with self._sampler(explore=repeats >= EXPLORE_AFTER):
+                trial = self.optuna.ask()
+                candidate = self.target.space.candidate(self.target.space.suggest(trial))
             known = self.records.get(candidate.key)
             if known is not None:
-                self.optuna.tell(trial, **_tell_args(known.measurement))
+                _tell(self.optuna, trial, known.measurement)
                 continue
             if candidate.key in in_flight_keys:
                 self.optuna.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                continue
+            if self.failures.skip(candidate):        # holds a learned failure: not measured
+                self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
                 continue
             self._dispatch(trial, candidate)
             return True
         return False
 
+    @contextlib.contextmanager
+    def _sampler(self, *, explore: bool) -> Iterator[None]:
+        """Within it, trials are asked and suggested by the search's sampler or, with `explore`,
+        by a random one (seeded from the search's seed and the trial count, so a search stays
+        reproducible)."""
+        if not explore:
+            yield
+            return
+        sampler, seed = self.optuna.sampler, self.job.seed
+        explorer_seed = None if seed is None else seed * 100_003 + len(self.optuna.trials)
+        self.optuna.sampler = optuna.samplers.RandomSampler(seed=explorer_seed)
+        try:
+            yield
+        finally:
+            self.optuna.sampler = sampler
+
     def _dispatch(self, trial: Any, candidate: Candidate) -> None:
         number = self.next_number
         self.next_number += 1
         self.in_flight[number] = (trial, candidate)
-        self.executor.submit(TrialRequest(spec=self.spec, params=candidate.params, number=number))
+        self.executor.submit(TrialRequest(spec=self.spec, params=candidate.params, number=number,
+                                          pruning=self.pruning.spec_for(candidate.key)))
 
     def _record(self, study: StudyInfo, request: TrialRequest, measurement: Measurement) -> None:
         trial, candidate = self.in_flight.pop(request.number)
@@ -233,13 +269,27 @@ class Driver:
         if self.store.record_trial(study.id, record):
             self.records[candidate.key] = record
             self.on_result(record)
-        self.optuna.tell(trial, **_tell_args(measurement))
+        if measurement.ok:
+            self.pruning.add(measurement.intermediate)
+        _tell(self.optuna, trial, measurement)
+        self.failures.heard(measurement)
+
+
+def _tell(study: optuna.Study, trial: Any, measurement: Measurement) -> None:
+    """Tell Optuna a result. A pruned trial reports its step values first, so Optuna keeps its
+    last one as its value and TPE ranks it among the pruned by how far it got and how it did."""
+    if measurement.status is Status.PRUNED:
+        for step, value in measurement.steps.items():
+            trial.report(value, step)
+    study.tell(trial, **_tell_args(measurement))
 
 
 def _tell_args(measurement: Measurement) -> dict[str, Any]:
     """Arguments for `study.tell`: the paired ratio (`Measurement.objective`), or a failed trial."""
     if measurement.objective is not None:
         return {"state": optuna.trial.TrialState.COMPLETE, "values": measurement.objective}
+    if measurement.status is Status.PRUNED:
+        return {"state": optuna.trial.TrialState.PRUNED}
     return {"state": optuna.trial.TrialState.FAIL}
 
 
@@ -248,4 +298,6 @@ def _replay_args(measurement: Measurement) -> dict[str, Any]:
     args = _tell_args(measurement)
     if "values" in args:
         args["value"] = args.pop("values")
+    if measurement.status is Status.PRUNED:
+        args["intermediate_values"] = measurement.steps
     return args

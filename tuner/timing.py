@@ -4,7 +4,8 @@ Every timed number of a trial or a confirmation comes from `interleaved_rounds`:
 warm-up, each round times every variant once, in an order shuffled per round, so a slow
 drift of the machine hits them all alike. It stops once the paired interval of every
 variant against the baseline is narrower than `RoundPlan.target_width`, once its time
-budget is spent, or at `max_rounds`, and never before `min_rounds`.
+budget is spent, or at `max_rounds`, and never before `min_rounds`; a caller's `should_stop`
+(pruning, `tuner.pruning`) may stop it earlier.
 
 Clocks: on CPU a sample is `calls` back-to-back calls timed with `perf_counter` (enough
 calls to last MIN_SAMPLE_S, so the clock's grain is noise-free). On CUDA each call is
@@ -105,12 +106,15 @@ def sampler_for(variant: Timed, calls: int, samples: int) -> Callable[[], list[f
     return lambda: time_samples(variant.call, calls=calls, samples=samples, sync=variant.sync)
 
 
-def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseline: str,
-                       rng: random.Random) -> dict[str, list[float]]:
+def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseline: str, rng: random.Random,
+                       should_stop: Callable[[Mapping[str, list[float]]], bool] | None = None
+                       ) -> dict[str, list[float]]:
     """Per variant, its per-round latency (ms, median of the round's samples), rounds paired by index.
 
     The caller holds the node's measure lock and torch.no_grad. `baseline` names the variant
-    every other is compared with for the stopping rule.
+    every other is compared with for the stopping rule. `should_stop` (pruning) is called with
+    the rounds so far after each round the plan would go on from (never after the last one);
+    True stops the rounds there.
     """
     take = {}
     for label, variant in variants.items():
@@ -123,6 +127,8 @@ def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseli
             rounds[label].append(statistics.median(take[label]()))
         if n >= plan.min_rounds and (_narrow(rounds, baseline, plan.target_width)
                                      or _spent(start, plan.budget_s)):
+            break
+        if should_stop is not None and n < plan.max_rounds and should_stop(rounds):
             break
     return rounds
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from tuner.keys import canonical_json  # re-exported: tuner.trial.canonical_json stays valid
+from tuner.pruning import PruneSpec
 from tuner.text import key_values
 from tuner.timing import RoundPlan
 
@@ -23,6 +24,7 @@ class Status(str, enum.Enum):
     CRASHED = "crashed"
     WRONG_RESULT = "wrong_result"
     CANCELLED = "cancelled"      # stopped when the search was interrupted: no result, measured again on resume
+    PRUNED = "pruned"            # stopped early by the pruner (tuner.pruning): a partial pairing, never a pick
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class Measurement:
     speedup: float | None = None         # median of per-round baseline/candidate ratios (>1: faster)
     speedup_low: float | None = None     # interval of that median (about 95%, distribution-free)
     speedup_high: float | None = None
+    # The objective after each paired round (tuner.pruning's steps); kept in memory and JSON, not stored:
+    intermediate: tuple[float, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -94,15 +98,31 @@ class Measurement:
             return 1.0 / self.speedup
         return self.latency_ms
 
+    @property
+    def steps(self) -> dict[int, float]:
+        """The objective by round (from 1), as Optuna's intermediate values: `intermediate`, or for a
+        pruned trial read back from the database (which stores no steps) its ratio at its last round."""
+        if self.intermediate:
+            return {step: value for step, value in enumerate(self.intermediate, start=1)}
+        if self.status is Status.PRUNED and self.speedup and self.reps:
+            return {self.reps: 1.0 / self.speedup}
+        return {}
+
     def to_json(self) -> dict[str, Any]:
+        """Plain JSON; `intermediate` only when it has values, so older JSON is unchanged."""
         data = asdict(self)
         data["status"] = self.status.value
+        if self.intermediate:
+            data["intermediate"] = list(self.intermediate)
+        else:
+            del data["intermediate"]
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Measurement":
         fields = dict(data)
         fields["status"] = Status(fields["status"])
+        fields["intermediate"] = tuple(float(v) for v in fields.get("intermediate", ()))
         return cls(**fields)
 
     @classmethod
@@ -159,11 +179,13 @@ class MeasureSpec:
 
 @dataclass(frozen=True)
 class TrialRequest:
-    """Everything a fresh trial process needs; it never needs the database or the space."""
+    """Everything a fresh trial process needs; it never needs the database or the space.
+    `pruning` (None: never pruned) lets the trial stop its rounds early (`tuner.pruning`)."""
 
     spec: MeasureSpec
     params: tuple[tuple[str, Any], ...]          # Candidate.params; the child derives the CompileConfig
     number: int = 0
+    pruning: PruneSpec | None = None
 
     @property
     def candidate(self) -> Candidate:
@@ -178,9 +200,13 @@ class TrialRequest:
         return self.spec.platform_key
 
     def to_json(self) -> dict[str, Any]:
-        return {"spec": self.spec.to_json(), "params": [list(p) for p in self.params], "number": self.number}
+        data = {"spec": self.spec.to_json(), "params": [list(p) for p in self.params], "number": self.number}
+        if self.pruning is not None:
+            data["pruning"] = self.pruning.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TrialRequest":
+        pruning = data.get("pruning")
         return cls(spec=MeasureSpec.from_json(data["spec"]), params=tuple((k, v) for k, v in data["params"]),
-                   number=data["number"])
+                   number=data["number"], pruning=None if pruning is None else PruneSpec.from_json(pruning))

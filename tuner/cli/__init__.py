@@ -1,8 +1,8 @@
 """The `tuner` command line. Errors print `error: ...` on one line and exit 1 (2 for usage).
 
 One module per command group: `search`, `results` (best, trials), `explain`, `db` (upgrade,
-check, export, import, merge, ls), `kernels`; `common` holds what they share and `report` what search, best
-and trials print. Ctrl-C and SIGTERM stop a command the same way: exit 130, after a search has
+check, export, import, merge, ls), `kernels`, `record_space`; `common` holds what they share and
+`report` what search, best and trials print. Ctrl-C and SIGTERM stop a command the same way: exit 130, after a search has
 cancelled and recorded its trials in flight. A command parses, calls the library and prints; the work is elsewhere
 (`tuner.pipeline.run_search` for a search). Heavy imports stay inside the commands, so
 `tuner --help` loads neither torch nor SQLAlchemy.
@@ -22,6 +22,7 @@ from typing import Iterator
 from tuner.cli.db import add_db_parser
 from tuner.cli.explain import add_explain_parser
 from tuner.cli.kernels import add_kernels_parser
+from tuner.cli.record_space import add_record_space_parser
 from tuner.cli.results import add_results_parsers
 from tuner.cli.search import add_search_parser
 from tuner.errors import TunerError
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_db_parser(sub)              # db upgrade, check, export, import, merge, ls
     add_explain_parser(sub)
     add_kernels_parser(sub)         # kernel tile configs of tuner.autotune
+    add_record_space_parser(sub)    # every point of a small space, as a replayable table
     return parser
 
 

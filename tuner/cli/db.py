@@ -91,9 +91,10 @@ def cmd_db_export(args: argparse.Namespace, settings: Settings) -> int:
         report = export_file(store, args.out, workload_keys=workloads, platform_keys=platforms,
                              user=settings.user, host=socket.gethostname(),
                              tuner_version=__version__)
+    rules = f", with {_n(report.rules, 'learned failure rule')}" if report.rules else ""
     print(f"exported {_n(report.records, 'best config')} ({_n(report.workloads, 'workload')}, "
           f"{_n(report.platforms, 'platform')}) from {store.safe_url} to {report.path} "
-          f"({report.checksum[:19]}...)")
+          f"({report.checksum[:19]}...){rules}")
     return 0
 
 
@@ -258,7 +259,9 @@ def _applied(report: "ApplyReport") -> str:
     return (f"{_n(report.records, 'record')}: {report.stored} stored as best, "
             f"{report.not_better} kept the stored config (better or current evidence), "
             f"{report.already_present} already present; added {_n(report.platforms_added, 'platform')}, "
-            f"{_n(report.workloads_added, 'workload')}")
+            f"{_n(report.workloads_added, 'workload')}"
+            + (f"; {_n(report.rules, 'learned failure rule')}, {report.rules_stored} new or stronger here"
+               if report.rules else ""))
 
 
 def _n(count: int, noun: str) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 from tuner.cli.common import format_table
 from tuner.confirm import DEFAULT, EAGER, halves
 from tuner.storage.records import TrialRecord
-from tuner.trial import Measurement
+from tuner.trial import Measurement, Status
 from tuner.text import key_values
 from tuner.verdict import Verdict, measured_speedup
 
@@ -35,7 +35,7 @@ class Progress:
     """
 
     def __init__(self, total: int, *, done: int = 0, stream: TextIO | None = None):
-        self.total, self.done, self.failed = total, done, 0
+        self.total, self.done, self.failed, self.pruned = total, done, 0, 0
         self.start_done, self.started = done, time.monotonic()
         self.best: TrialRecord | None = None
         self.stream = stream or sys.stderr        # looked up now: tests and callers may redirect it
@@ -44,7 +44,9 @@ class Progress:
     def update(self, record: TrialRecord) -> None:
         m = record.measurement
         self.done += 1
-        if not m.ok:
+        if m.status is Status.PRUNED:     # stopped early by the pruner: slow, not broken
+            self.pruned += 1
+        elif not m.ok:
             self.failed += 1
         elif record.params and m.objective is not None and (
                 self.best is None or m.objective < self.best.measurement.objective):
@@ -58,7 +60,8 @@ class Progress:
         ran = self.done - self.start_done
         eta = (time.monotonic() - self.started) / ran * (self.total - self.done) if ran else 0.0
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} trials, "
-                f"{self.failed} failed, best so far (unconfirmed) {best} vs default, ETA {_duration(eta)}")
+                f"{self.failed} failed{pruned_text(self.pruned)}, best so far (unconfirmed) {best} vs default, "
+                f"ETA {_duration(eta)}")
         if self.live:
             self.stream.write("\r" + line + "\033[K")
         else:
@@ -77,6 +80,11 @@ def speedup_text(m: Measurement) -> str:
     """A trial's speedup over the defaults with its interval, "-" when it has none."""
     paired = measured_speedup(m)
     return "-" if paired is None else paired.text()
+
+
+def pruned_text(count: int) -> str:
+    """", N pruned" for a count of trials the pruner stopped early; "" for none (no pruning shown)."""
+    return f", {count} pruned" if count else ""
 
 
 def _short(text: str, width: int = 80) -> str:
@@ -156,7 +164,8 @@ def interrupted_summary(outcome: SearchOutcome, *, total: int, confirming: bool 
     with their speedup over the defaults' trial. Nothing was confirmed, so nothing is stored."""
     ok = [r for r in outcome.trials if r.measurement.ok and r.measurement.latency_ms is not None]
     when = "during the confirmation" if confirming else f"after {len(outcome.trials)} of {total} trials"
-    head = (f"interrupted {when} ({len(ok)} ok, {len(outcome.trials) - len(ok)} failed, "
+    pruned = sum(1 for r in outcome.trials if r.measurement.status is Status.PRUNED)
+    head = (f"interrupted {when} ({len(ok)} ok, {len(outcome.trials) - len(ok) - pruned} failed{pruned_text(pruned)}, "
             f"{len(outcome.cancelled)} cancelled); nothing was confirmed or stored as best")
     if not ok:
         return head

@@ -19,10 +19,16 @@ def add_search_parser(subparsers: Any) -> None:
     s.add_argument("model", help="Python file defining get_model() and get_inputs()")
     s.add_argument("--trials", type=int, default=30, help="trials in the study (default 30)")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--sampler", default="tpe", help="tpe (default) or random")
+    s.add_argument("--sampler", default="tpe", metavar="NAME",
+                   help="tpe (default), gp, cmaes, qmc, random, or grid (finite spaces only); see the README")
+    s.add_argument("--pruner", default="median",
+                   help="stop clearly slow trials early: median (default), percentile (only the slowest quarter) "
+                        "or none")
     s.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline per trial in seconds")
     s.add_argument("--space", metavar="FILE", help="JSON search-space file (default: the built-in space)")
     s.add_argument("--unsafe", action="store_true", help="include knobs that change numerics")
+    s.add_argument("--no-warm-start", dest="warm_start", action="store_false",
+                   help="do not try stored best configs of this model elsewhere and of the nearest models first")
     s.add_argument("--resume", action="store_true", help="continue the last study of this model and platform")
     s.add_argument("--workers", type=int, default=1, help="trials in flight at once (default 1)")
     s.add_argument("--executor", default="ray", help="ray (default when installed) or local")
@@ -54,7 +60,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
                        repeat=args.repeat, timeout_s=args.timeout or settings.trial_timeout_s,
                        memory_limit_mb=memory_limit_mb)
     options = SearchOptions(measure=spec, trials=args.trials, sampler=args.sampler, seed=args.seed,
-                            resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe)
+                            resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe,
+                            pruner=args.pruner, warm_start=args.warm_start)
     execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform)
     printer = SearchPrinter(args.trials)
     try:
@@ -100,6 +107,9 @@ class SearchPrinter:
         if result.verdict is None:
             print("no trial ran correctly: Inductor's defaults stay; see `tuner trials` for the errors")
             return
+        if result.outcome.skipped:
+            print(f"note: {result.outcome.skipped} proposal(s) holding a knob value or pair that always failed "
+                  f"to compile on this platform were skipped unmeasured (learned failures)", file=sys.stderr)
         if result.outcome.exhausted:
             print("note: the search space ran out of new candidates before --trials was reached", file=sys.stderr)
         print(summary_table(result.verdict))
