@@ -38,11 +38,14 @@ if sys.argv[0].endswith("trial_process.py"):      # count the loads in trial pro
         counter.write("x")
     if loads == 2:
         time.sleep(10_000)
+    if loads == 3:          # the fourth is still starting when the test fills the disk, however fast it compiles
+        time.sleep(5)
 '''
 
 
 def model_hanging_on_third_load(folder: Path) -> tuple[Path, Path]:
-    """tiny_mlp.py whose third load in a trial process hangs; the model and its load counter."""
+    """tiny_mlp.py whose third load in a trial process hangs and whose fourth waits 5 s; the model
+    and its load counter."""
     counter = folder / "loads"
     model = folder / "model.py"
     model.write_text(HANGS_ON_THIRD_LOAD.format(counter=str(counter)) + (MODELS / "tiny_mlp.py").read_text())
