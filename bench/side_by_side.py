@@ -92,7 +92,7 @@ class _Progress:
 
     def finished(self, result: Any) -> None:
         """The search's own summary (finalists, ablation, claim), as `tuner search` prints it."""
-        from tuner.cli.report import summary_table
+        from tuner.cli.summary import summary_table
 
         if result.verdict is not None:
             text = summary_table(result.verdict)

@@ -2,7 +2,7 @@
 
 One module per command group: `search`, `results` (best, trials), `explain`, `db` (upgrade,
 check, export, import, merge, ls), `kernels`, `record_space`; `common` holds what they share and
-`report` what search, best and trials print. Ctrl-C and SIGTERM stop a command the same way: exit 130, after a search has
+`summary` what search, best and trials print. Ctrl-C and SIGTERM stop a command the same way: exit 130, after a search has
 cancelled and recorded its trials in flight. A command parses, calls the library and prints; the work is elsewhere
 (`tuner.pipeline.run_search` for a search). Heavy imports stay inside the commands, so
 `tuner --help` loads neither torch nor SQLAlchemy.

@@ -34,7 +34,7 @@ def add_record_space_parser(subparsers: Any) -> None:
 
 def cmd_record_space(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 once the table is written (failed points are rows too), 1 when no point ran correctly."""
-    from tuner.cli.report import Progress, speedup_text
+    from tuner.cli.summary import Progress, speedup_text
     from tuner.errors import UsageError
     from tuner.recording import plan_recording, record
     from tuner.trial import MeasureSpec

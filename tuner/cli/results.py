@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.common import add_command, add_db_option, format_table
-from tuner.cli.report import speedup_text
+from tuner.cli.summary import speedup_text
 from tuner.settings import Settings
 from tuner.text import key_values
 

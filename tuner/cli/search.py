@@ -9,7 +9,7 @@ from tuner.cli.common import add_command, add_db_option
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
-    from tuner.cli.report import Progress
+    from tuner.cli.summary import Progress
     from tuner.pipeline import SearchInterrupted, SearchResult, Target
     from tuner.storage.records import StudyInfo, TrialRecord
 
@@ -92,7 +92,7 @@ class SearchPrinter:
               f"on {platform.describe()} [platform {platform.key[:12]}]; database {database}", file=sys.stderr)
 
     def searching(self, study: StudyInfo, *, done: int) -> None:
-        from tuner.cli.report import Progress
+        from tuner.cli.summary import Progress
 
         self.progress = Progress(self.trials, done=done)
 
@@ -101,7 +101,7 @@ class SearchPrinter:
             self.progress.update(record)
 
     def finished(self, result: SearchResult) -> None:
-        from tuner.cli.report import summary_table
+        from tuner.cli.summary import summary_table
 
         self.close()
         if result.verdict is None:
@@ -116,7 +116,7 @@ class SearchPrinter:
 
     def interrupted(self, stop: SearchInterrupted) -> None:
         """The summary of what finished before an interrupt; nothing was confirmed or stored."""
-        from tuner.cli.report import interrupted_summary
+        from tuner.cli.summary import interrupted_summary
 
         self.close()
         print(interrupted_summary(stop.outcome, total=self.trials, confirming=stop.confirming))
