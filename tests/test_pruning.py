@@ -20,7 +20,7 @@ from tuner.cli.summary import Progress
 from tuner.cli.results import trials_table
 from tuner.errors import UsageError
 from tuner.platform import Platform
-from tuner.pruning import PruneHistory, PruneSpec, replay_pruning, step_values
+from tuner.pruning import PruneHistory, PruneSpec, RoundPruner, RoundValues, replay_pruning, step_values
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
 from tuner.stats import paired_speedup
@@ -68,11 +68,23 @@ def test_nothing_is_pruned_with_too_short_a_history_nor_at_the_last_round() -> N
     assert stops_at(PruneSpec("median", HISTORY), [5.0] * 6) is None     # round 6 is its last: it finished
 
 
-def test_the_reason_is_one_line_naming_round_ratio_and_threshold() -> None:
+def test_the_reason_is_one_line_naming_round_ratio_and_rule() -> None:
     pruner = replay_pruning(PruneSpec("median", HISTORY), [1.3] * 12)
-    assert pruner.reason() == "pruned after 6 rounds: ratio 1.300 vs median 1.000 of 6 finished trials"
+    assert pruner.reason() == ("pruned after 6 rounds: ratio 1.300, above the median of the 6 finished trials "
+                               "at that round")
     pruner = replay_pruning(PruneSpec("percentile", HISTORY), [1.3] * 12)
-    assert pruner.reason() == "pruned after 6 rounds: ratio 1.300 vs 75th percentile 1.000 of 6 finished trials"
+    assert pruner.reason() == ("pruned after 6 rounds: ratio 1.300, above the 75th percentile of the 6 finished "
+                               "trials at that round")
+
+
+def test_round_values_are_computed_once_and_feed_the_pruner() -> None:
+    values = RoundValues()
+    assert values.all([10.0], [8.0]) == step_values([10.0], [8.0])
+    assert values.all([10.0, 10.0], [8.0, 12.0]) == step_values([10.0, 10.0], [8.0, 12.0])
+    assert not values.should_stop([10.0] * 3, [9.0] * 3)        # no pruner: never stops
+    pruning = RoundValues(RoundPruner(PruneSpec("median", HISTORY)))
+    stopped = next(k for k in range(1, 12) if pruning.should_stop([1.0] * k, [1.3] * k))
+    assert stopped == 6 and pruning.all([1.0] * 6, [1.3] * 6) == (1.3,) * 6
 
 
 def test_step_values_end_at_the_objective() -> None:

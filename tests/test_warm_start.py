@@ -94,7 +94,7 @@ def test_the_first_candidates_are_the_seeds_then_the_warm_starts_in_order(target
 
 def test_no_warm_start_on_request_or_on_a_fresh_database(target: Target, store: Store) -> None:
     seeds = target.space.seeds()
-    assert first_candidates(store, MLP, HERE, target.space) == seeds
+    assert first_candidates(store, MLP, HERE, target.space, seeds) == seeds
     filled(store)
-    assert first_candidates(store, MLP, HERE, target.space, warm=False) == seeds
-    assert len(first_candidates(store, MLP, HERE, target.space)) == len(EXPECTED)
+    assert first_candidates(store, MLP, HERE, target.space, seeds, warm=False) == seeds
+    assert len(first_candidates(store, MLP, HERE, target.space, seeds)) == len(EXPECTED)

@@ -18,11 +18,11 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import torch
 
-from tuner.pruning import RoundPruner, step_value, step_values
+from tuner.pruning import RoundPruner, RoundValues
 from tuner.stats import median_and_iqr, paired_speedup
 from tuner.timing import calibrate, interleaved_rounds, time_samples
 from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
@@ -273,10 +273,12 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
         return Measurement.failed(Status.RUNTIME_ERROR, f"the default compile, which every trial is paired with, "
                                   f"failed: {baseline.message}", worker)
     pruner = RoundPruner(request.pruning) if request.pruning is not None else None
+    steps = RoundValues(pruner)
     with torch.no_grad(), measure_lock():
         rounds = interleaved_rounds({CANDIDATE: runner, BASELINE: baseline}, spec.plan(), baseline=BASELINE,
                                     rng=random.Random(spec.seed * 100_003 + request.number),
-                                    should_stop=_pruning_check(pruner))
+                                    should_stop=None if pruner is None else
+                                    lambda r: steps.should_stop(r[BASELINE], r[CANDIDATE]))
     median, spread = median_and_iqr(rounds[CANDIDATE])
     sp = paired_speedup(rounds[BASELINE], rounds[CANDIDATE])
     pruned = pruner is not None and pruner.stopped_at is not None
@@ -285,12 +287,5 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
                        reps=len(rounds[CANDIDATE]), worker=worker, threads=threads,
                        baseline_ms=statistics.median(rounds[BASELINE]), speedup=sp.median if sp else None,
                        speedup_low=sp.low if sp else None, speedup_high=sp.high if sp else None,
-                       intermediate=step_values(rounds[BASELINE], rounds[CANDIDATE]),
+                       intermediate=steps.all(rounds[BASELINE], rounds[CANDIDATE]),
                        error=pruner.reason() if pruned else None)
-
-
-def _pruning_check(pruner: RoundPruner | None) -> Callable[[Mapping[str, list[float]]], bool] | None:
-    """The rounds' `should_stop`: the pruner's decision on the value after the latest round."""
-    if pruner is None:
-        return None
-    return lambda rounds: pruner.should_stop(len(rounds[CANDIDATE]), step_value(rounds[BASELINE], rounds[CANDIDATE]))

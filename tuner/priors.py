@@ -45,11 +45,10 @@ class WarmStart:
     why: str
 
 
-def first_candidates(store: Store, workload: Workload, platform: Platform, space: SearchSpace, *,
-                     warm: bool = True) -> list[dict[str, Any]]:
-    """The params a search enqueues first, in order: the space's seeds, then (with `warm`)
-    the warm starts (module docstring)."""
-    seeds = space.seeds()
+def first_candidates(store: Store, workload: Workload, platform: Platform, space: SearchSpace,
+                     seeds: list[dict[str, Any]], *, warm: bool = True) -> list[dict[str, Any]]:
+    """The params a search enqueues first, in order: the space's `seeds` (`space.seeds()`),
+    then (with `warm`) the warm starts (module docstring)."""
     if not warm:
         return seeds
     seen = {space.candidate(params).key for params in seeds}
@@ -79,9 +78,10 @@ def _fitting(offers: Iterable[tuple[BestConfig, str]], space: SearchSpace, seen:
         if len(picked) == limit:
             break
         params = _fit(best, space)
-        if params is None or space.candidate(params).key in seen:
+        key = None if params is None else space.candidate(params).key
+        if key is None or key in seen:
             continue
-        seen.add(space.candidate(params).key)
+        seen.add(key)
         picked.append(WarmStart(params=params, why=why))
     return picked
 

@@ -52,8 +52,8 @@ PRUNERS: dict[str, Callable[[PruneSpec], BasePruner]] = {
     "percentile": _percentile,
     "none": _nothing,
 }
-# What the threshold in a pruned trial's error is, per pruner: the percentile of the history.
-_THRESHOLD_NAMES = {"median": "median", "percentile": "{p:g}th percentile"}
+# What a pruned trial was compared with, per pruner, for its error line.
+_COMPARED_WITH = {"median": "the median", "percentile": "the {p:g}th percentile"}
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,6 @@ class PruneSpec:
     def active(self) -> bool:
         """Whether any trial could be pruned with this history."""
         return self.pruner != "none" and sum(1 for values in self.history if values) >= self.min_trials
-
-    def threshold(self, step: int) -> float | None:
-        """The value a trial's best value at `step` is compared with; None when too few trials reached it."""
-        import numpy as np
-
-        reached = [values[step - 1] for values in self.history if len(values) >= step]
-        if self.pruner == "none" or len(reached) < self.min_trials:
-            return None
-        return float(np.percentile(reached, 50.0 if self.pruner == "median" else self.percentile))
 
     def to_json(self) -> dict[str, Any]:
         return {"pruner": self.pruner, "history": [list(values) for values in self.history],
@@ -113,8 +104,28 @@ def step_value(baseline_ms: Sequence[float], candidate_ms: Sequence[float]) -> f
 
 def step_values(baseline_ms: Sequence[float], candidate_ms: Sequence[float]) -> tuple[float, ...]:
     """The value after each paired round (`step_value` of rounds 1..k for every k)."""
-    n = min(len(baseline_ms), len(candidate_ms))
-    return tuple(step_value(baseline_ms[:k], candidate_ms[:k]) for k in range(1, n + 1))
+    return RoundValues().all(baseline_ms, candidate_ms)
+
+
+class RoundValues:
+    """A trial's value after each paired round, each computed once: the pruner asks for the
+    latest between rounds (`should_stop`), and `Measurement.intermediate` takes them all at the
+    end (`all`). Without a pruner it never stops."""
+
+    def __init__(self, pruner: RoundPruner | None = None):
+        self.pruner = pruner
+        self._values: list[float] = []
+
+    def all(self, baseline_ms: Sequence[float], candidate_ms: Sequence[float]) -> tuple[float, ...]:
+        """The values after rounds 1..k, k the rounds paired so far (the earlier ones are kept)."""
+        for k in range(len(self._values) + 1, min(len(baseline_ms), len(candidate_ms)) + 1):
+            self._values.append(step_value(baseline_ms[:k], candidate_ms[:k]))
+        return tuple(self._values)
+
+    def should_stop(self, baseline_ms: Sequence[float], candidate_ms: Sequence[float]) -> bool:
+        """The pruner's decision on the value after the latest round."""
+        values = self.all(baseline_ms, candidate_ms)
+        return self.pruner is not None and bool(values) and self.pruner.should_stop(len(values), values[-1])
 
 
 class RoundPruner:
@@ -147,13 +158,12 @@ class RoundPruner:
 
     def reason(self) -> str:
         """One line for a pruned trial's error: where it stopped, its best ratio candidate/default
-        so far, and the threshold it was compared with (over the finished trials at that round)."""
+        so far, and what Optuna's pruner found it above (among the finished trials at that round)."""
         step = self.stopped_at or 0
-        threshold = self.spec.threshold(step)
-        name = _THRESHOLD_NAMES.get(self.spec.pruner, self.spec.pruner).format(p=self.spec.percentile)
-        versus = "-" if threshold is None else f"{threshold:.3f}"
+        compared = _COMPARED_WITH.get(self.spec.pruner, self.spec.pruner).format(p=self.spec.percentile)
         reached = sum(1 for values in self.spec.history if len(values) >= step)
-        return f"pruned after {step} rounds: ratio {self.best:.3f} vs {name} {versus} of {reached} finished trials"
+        return (f"pruned after {step} rounds: ratio {self.best:.3f}, above {compared} of the "
+                f"{reached} finished trials at that round")
 
 
 def replay_pruning(spec: PruneSpec, values: Sequence[float]) -> RoundPruner:

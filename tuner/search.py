@@ -147,8 +147,9 @@ class Driver:
         self.in_flight: dict[int, tuple[Any, Candidate]] = {}   # trial number -> (optuna trial, candidate)
         self.next_number = 0
         self.failures = LearnedFailures(store, target.platform.key)
+        self.seeds = target.space.seeds()
         self.pruning = PruneHistory(job.pruner, min_rounds=self.spec.plan().min_rounds,
-                                    exempt={target.space.candidate(p).key for p in target.space.seeds()})
+                                    exempt={target.space.candidate(p).key for p in self.seeds})
 
     def replay(self, records: list[TrialRecord]) -> None:
         """Feed stored trials into the in-memory study (resume). A cancelled trial is no
@@ -175,7 +176,7 @@ class Driver:
         """
         self.failures.refresh()
         target = self.target
-        for params in first_candidates(self.store, target.workload, target.platform, target.space,
+        for params in first_candidates(self.store, target.workload, target.platform, target.space, self.seeds,
                                        warm=self.job.warm_start):
             if self.target.space.candidate(params).key not in self.records:
                 self.optuna.enqueue_trial(params, skip_if_exists=True)
