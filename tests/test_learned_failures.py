@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from fixtures.sharing_data import platform, workload
+from helpers import run_main
 from tuner.errors import ExchangeError
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
@@ -162,6 +164,11 @@ def test_rules_survive_export_and_import_and_stop_re_proposals(target: Target, t
         assert import_file(fresh, tmp_path / "rules.json").rules_stored == 0     # idempotent
         (rule,) = failure_rules(fresh)
         assert (dict(rule.knobs), rule.failures, rule.source, rule.origin) == (knobs(A, B), 2, "import", "rules.json")
+        listed = run_main("db", "ls", "--db", db_url)
+        assert listed.returncode == 0 and "learned failure rules" in listed.stdout
+        row = [re.split(r"\s{2,}", line) for line in listed.stdout.splitlines() if "max_autotune" in line]
+        assert row == [["Test CPU " + PLATFORM.key[:8], "cpp_wrapper=True + max_autotune=True", "2",
+                        "import (rules.json)"]]
         executor = replay(target, failing=knobs(A, B))
         outcome = search(target, fresh, executor)
     assert submitted_holding(executor, knobs(A, B)) == 0 and outcome.skipped >= 1

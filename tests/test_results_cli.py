@@ -104,3 +104,17 @@ def test_trials_show_the_paired_speedup_when_stored(stored) -> None:
     assert second.split()[:4] == ["1", "ok", "1.000", "-"]
     assert third.split()[:4] == ["2", "crashed", "-", "-"] and third.endswith("freezing=True | killed")
     assert columns.index("vs default") == first.index("1.08x") == second.index("-")
+
+
+def test_best_names_each_graph_only_when_their_verdicts_differ() -> None:
+    from tuner.cli.results import workload_best_text
+
+    one = BestConfig(graph_key="a" * 32, platform_key="p", params={"max_autotune": True}, is_default=False,
+                     speedup=1.2, ci_low=1.1, ci_high=1.25, rounds=15, latency_ms=1.0, baseline_ms=1.2,
+                     study_id=1, created_at=AT)
+    both = workload_best_text([one, replace(one, graph_key="b" * 32)]).splitlines()
+    assert both[0] == "config: max_autotune=True" and both[-1] == "applies to all 2 graphs of this model"
+    other = replace(one, graph_key="b" * 32, params={"freezing": False}, speedup=1.05, study_id=2)
+    lines = workload_best_text([one, other]).splitlines()
+    assert lines[0] == "graph 1 of 2 (aaaaaaaaaaaa):" and lines[1] == "  config: max_autotune=True"
+    assert "graph 2 of 2 (bbbbbbbbbbbb):" in lines and "  config: freezing=False" in lines

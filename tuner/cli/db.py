@@ -18,7 +18,7 @@ from tuner.settings import Settings
 
 if TYPE_CHECKING:
     from tuner.storage import BestConfig, Store
-    from tuner.storage.records import ApplyReport
+    from tuner.storage.records import ApplyReport, FailureRule
 
 THIN_ROUNDS = 10
 
@@ -130,22 +130,32 @@ def cmd_db_merge(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_db_ls(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.storage import Store
+    from tuner.storage.failures import failure_rules
 
     with Store.open(settings.db_url, readonly=True) as store:
         workloads, platforms = _selection(store, args.workload, args.platform)
         snapshot = store.snapshot(workload_keys=workloads, platform_keys=platforms)
         names = store.workload_names()
+        rules = [r for r in failure_rules(store) if platforms is None or r.platform_key in platforms]
+        described = {p.key: _platform_label(p) for p in store.platforms()}
     if not snapshot.bests:
         print(f"no best configs in {store.safe_url}"
               f"{' for this selection' if workloads or platforms else ''}; "
               f"run: tuner search MODEL, or: tuner db import FILE", file=sys.stderr)
-        return 0
+    else:
+        print(_bests_table(snapshot.bests, names, described))
+    if rules:
+        if snapshot.bests:
+            print()
+        print(rules_table(rules, described))
+    return 0
+
+
+def _bests_table(bests: "tuple[BestConfig, ...]", names: dict[str, str], described: dict[str, str]) -> str:
     installed = installed_versions()
-    rows = overview(snapshot.bests, installed)
-    described = {p.key: _platform_label(p) for p in snapshot.platforms}
     table = [("WORKLOAD", "PLATFORM", "GRAPHS", "SPEEDUP", "INTERVAL", "ROUNDS", "BY", "WHEN",
               "TORCH / TRITON", "FLAGS")]
-    for row in rows:
+    for row in overview(bests, installed):
         b = row.weakest
         name = names.get(row.workload_key, "?") if row.workload_key else "?"
         table.append((f"{name} {row.workload_key[:8]}", described[b.platform_key],
@@ -154,11 +164,20 @@ def cmd_db_ls(args: argparse.Namespace, settings: Settings) -> int:
                       f"{b.user}@{b.host}", f"{b.created_at:%Y-%m-%d %H:%M}",
                       f"{b.torch_version or '?'} / {b.triton_version or '?'}",
                       ",".join(row.flags) or "-"))
-    print(format_table(table))
-    print(f"\nthin: fewer than {THIN_ROUNDS} rounds, or an interval that includes 1.0; "
-          f"stale: older torch/triton than installed ({installed[0]} / {installed[1]}); "
-          f"SPEEDUP and INTERVAL are the weakest graph's")
-    return 0
+    return (f"{format_table(table)}\n\nthin: fewer than {THIN_ROUNDS} rounds, or an interval that includes 1.0; "
+            f"stale: older torch/triton than installed ({installed[0]} / {installed[1]}); "
+            f"SPEEDUP and INTERVAL are the weakest graph's")
+
+
+def rules_table(rules: "list[FailureRule]", described: dict[str, str]) -> str:
+    """The learned failure rules `tuner db ls` lists: knob values (or pairs) that never compiled
+    on a platform, which searches there skip unmeasured."""
+    table = [("PLATFORM", "NEVER COMPILED", "COMPILE ERRORS", "SOURCE")]
+    for rule in sorted(rules, key=lambda r: (r.platform_key, -r.failures, r.knobs)):
+        source = rule.source if not rule.origin else f"{rule.source} ({rule.origin})"
+        table.append((described.get(rule.platform_key, rule.platform_key[:12]),
+                      " + ".join(f"{k}={v!r}" for k, v in rule.knobs), str(rule.failures), source))
+    return f"learned failure rules (searches on that platform skip these):\n{format_table(table)}"
 
 
 @dataclass(frozen=True)

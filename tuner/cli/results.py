@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.common import add_command, add_db_option, format_table
@@ -39,8 +40,25 @@ def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
         print(f"no stored config for {args.model} on {target.platform.describe()}; "
               f"run: tuner search {args.model}", file=sys.stderr)
         return 1
-    print(best_text(bests[0]))
+    print(workload_best_text(bests))
     return 0
+
+
+def workload_best_text(bests: "list[BestConfig]") -> str:
+    """`best_text` once when every graph of the workload holds the same verdict (one search
+    stores one verdict for all its graphs); else one block per graph, headed by its key, since
+    a graph shared with another model may hold that model's verdict."""
+    same = all(replace(b, graph_key="") == replace(bests[0], graph_key="") for b in bests)
+    if same:
+        extra = [f"applies to all {len(bests)} graphs of this model"] if len(bests) > 1 else []
+        return "\n".join([best_text(bests[0]), *extra])
+    blocks = [f"graph {i} of {len(bests)} ({b.graph_key[:12]}):\n" + _indent(best_text(b))
+              for i, b in enumerate(bests, start=1)]
+    return "\n".join(blocks)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
 
 
 def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
