@@ -54,6 +54,15 @@ def test_python_m_tuner_and_the_console_script_run(tmp_path: Path) -> None:
         assert done.returncode == 0 and "upgrade" in done.stdout and "merge" in done.stdout, done.stderr
 
 
+def test_the_command_line_loads_no_heavy_package_before_a_command_runs(tmp_path: Path) -> None:
+    code = ("import sys, tuner.cli; tuner.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'sqlalchemy', 'optuna', 'ray', 'matplotlib', 'rich') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
 # -- tuner search: what stops it before any trial -----------------------------------------
 
 @pytest.mark.parametrize(("flags", "message"), [

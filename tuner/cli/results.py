@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.common import add_command, add_db_option, format_table
-from tuner.cli.summary import speedup_text
 from tuner.settings import Settings
 from tuner.text import key_values
 
@@ -119,6 +118,7 @@ def _unfrozen(best: "BestConfig") -> str:
 def trials_table(records: "list[TrialRecord]") -> str:
     """One row per trial. A "vs default" column (the trial's speedup over Inductor's defaults,
     timed in the same process, with its interval) appears when some trial has one."""
+    from tuner.cli.summary import speedup_text      # loads the storage layer: not at `tuner --help`
     paired = any(r.measurement.speedup is not None for r in records)
     rows = [("#", "status", "latency ms", *(("vs default",) if paired else ()), "spread ms",
              "compile s", "peak MB", "params / error")]
