@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install tuner with its test extras and PostgreSQL, then run the test suite with pytest.
+# Install tuner with its test extras, PostgreSQL and Chromium, then run the test suite with pytest.
 # Extra arguments go to pytest (e.g. -m "not slow").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,11 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   # tests/conftest.py starts a throw-away server on 127.0.0.1 from this package.
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
   else sudo apt-get update -qq && sudo apt-get install -y -qq postgresql >/dev/null; fi
+fi
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  # tests/test_report.py opens the report page in headless Chromium through this driver, offline.
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium chromium-driver >/dev/null; fi
 fi
 scripts/install.sh test
 # Run from the repo root through the venv's pytest script: the tests import the installed

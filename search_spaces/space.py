@@ -27,6 +27,10 @@ from tuner.search_spaces.spacefile import read_space_file
 from tuner.trial import Candidate
 
 SPACE_FORMAT = 1
+# The most points `tuner record-space` measures (about an hour of trials on a small CPU model):
+# beyond it a search is the tool. Here, not in tuner.recording, so the CLI's help can say it
+# without importing the search.
+MAX_RECORDED_POINTS = 256
 
 
 @dataclass(frozen=True)

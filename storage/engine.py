@@ -118,7 +118,7 @@ def _postgres_engine(url: URL, *, readonly: bool, timeout_s: float | None) -> En
         return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
         raise StorageError(f"database {safe_url(url)} needs the PostgreSQL driver; "
-                           f"install it: pip install 'tuner[postgres]'") from exc
+                           f"install it: pip install psycopg2-binary (or, in the tuner checkout: pip install '.[postgres]')") from exc
 
 
 def caller_bug(exc: SQLAlchemyError) -> Exception | None:

@@ -197,7 +197,7 @@ def _validate(document: Any, name: str) -> Snapshot:
         raise _refuse(name, f"has no integer format version (got {show(version)})")
     if version > VERSION:
         raise _refuse(name, f"is exchange format version {version}, newer than this tuner's "
-                            f"version {VERSION}; upgrade tuner (pip install -U tuner) to read it")
+                            f"version {VERSION}; upgrade tuner (in its checkout: git pull, then pip install .) to read it")
     if version < 1:
         raise _refuse(name, f"has unknown exchange format version {version}")
     check_fields(document, _TOP_V3 if version >= 3 else _TOP, "the file", lengths=_LENGTHS)

@@ -33,7 +33,7 @@ def script_location() -> Path:
         if (folder / "env.py").is_file() and (folder / "versions").is_dir():
             return folder
     raise StorageError("tuner's migrations (package tuner.migrations) are missing from this "
-                       "install; reinstall tuner: pip install --force-reinstall tuner")
+                       "install; reinstall tuner from its checkout: pip install --force-reinstall .")
 
 
 @lru_cache(maxsize=1)
@@ -48,7 +48,7 @@ def head_revision() -> str:
     head = scripts().get_current_head()
     if head is None:
         raise StorageError("tuner's migrations have no revisions; reinstall tuner: "
-                           "pip install --force-reinstall tuner")
+                           "pip install --force-reinstall . (in the tuner checkout)")
     return head
 
 

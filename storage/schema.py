@@ -46,4 +46,4 @@ def check_revision(have: str | None, safe: str) -> None:
         raise SchemaOutdated(f"database {safe} is at schema {have}, this tuner needs "
                              f"{SCHEMA_HEAD}; back it up, then run: tuner db upgrade --db {safe}")
     raise SchemaTooNew(f"database {safe} is at schema {have}, newer than this tuner's "
-                       f"{SCHEMA_HEAD}; upgrade tuner (pip install -U tuner) to use it")
+                       f"{SCHEMA_HEAD}; upgrade tuner (in its checkout: git pull, then pip install .) to use it")

@@ -118,7 +118,7 @@ def _quote(text: str) -> str:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     pytest.importorskip("psycopg2", reason="the PostgreSQL tests need psycopg2: "
-                                           "pip install 'tuner[postgres]'")
+                                           "pip install '.[postgres]'")
     bindir = _postgres_bindir()
     if bindir is None:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's "

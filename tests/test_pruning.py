@@ -16,7 +16,7 @@ import optuna
 import pytest
 
 from helpers import MODELS, run_main
-from tuner.cli.summary import Progress
+from tuner.cli.progress import Progress
 from tuner.cli.results import trials_table
 from tuner.errors import UsageError
 from tuner.platform import Platform

@@ -14,6 +14,7 @@ import pytest
 from fixtures.sharing_data import best, seed, workload
 from tuner.graph_features import call_counts, cosine
 from tuner.keys import platform_from_parts
+from tuner.cli.search import warm_start_lines
 from tuner.priors import first_candidates
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
@@ -90,11 +91,20 @@ def test_the_first_candidates_are_the_seeds_then_the_warm_starts_in_order(target
     outcome = Driver(job, target, store=store, executor=executor).run(study)
     assert [r.candidate.as_dict() for r in executor.submitted] == EXPECTED
     assert [r.params for r in outcome.trials] == EXPECTED
+    assert outcome.warm_starts == ((1, f"mlp on platform {H100.key[:12]}"), (2, f"mlp on platform {A100.key[:12]}"),
+                                   (3, "nearest workload mlp_twin (similarity 0.95)"),
+                                   (4, "nearest workload relu_tanh (similarity 0.50)"))
+    lines = warm_start_lines(outcome)
+    assert len(lines) == 4 and lines[2] == ("warm start: trial 3, the stored best of nearest workload mlp_twin "
+                                            "(similarity 0.95): - vs default")
 
 
 def test_no_warm_start_on_request_or_on_a_fresh_database(target: Target, store: Store) -> None:
     seeds = target.space.seeds()
-    assert first_candidates(store, MLP, HERE, target.space, seeds) == seeds
+    def params(**kw):
+        return [first.params for first in first_candidates(store, MLP, HERE, target.space, seeds, **kw)]
+
+    assert params() == seeds
     filled(store)
-    assert first_candidates(store, MLP, HERE, target.space, seeds, warm=False) == seeds
-    assert len(first_candidates(store, MLP, HERE, target.space, seeds)) == len(EXPECTED)
+    assert params(warm=False) == seeds
+    assert len(params()) == len(EXPECTED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Mapping, Protocol
 
 from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.errors import TunerError, UsageError
@@ -60,8 +60,9 @@ class SearchEvents(Protocol):
     tables from it). Implement it, or subclass it and override what you need: the methods
     here do nothing.
 
-    Order: `prepared` once; then for each platform `starting`, `searching`, `trial_done`
-    per recorded trial, and `finished` once its verdict is stored.
+    Order: `prepared` once; then for each platform `starting`, `searching`, `trial_started`
+    when a trial is handed to the executor and `trial_done` when it is recorded (trials in
+    flight at once interleave), and `finished` once its verdict is stored.
     """
 
     def prepared(self, target: Target) -> None:
@@ -72,6 +73,10 @@ class SearchEvents(Protocol):
 
     def searching(self, study: StudyInfo, *, done: int) -> None:
         """Its study is open; `done` of its trials are already stored (a resumed study)."""
+
+    def trial_started(self, number: int, params: Mapping[str, Any]) -> None:
+        """Trial `number` (its record's number) was submitted with `params`, its non-default knobs.
+        A trial interrupted in flight gets no `trial_done`."""
 
     def trial_done(self, record: TrialRecord) -> None:
         """One trial was measured and recorded."""
@@ -195,7 +200,8 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
     events.starting(target, database=store.safe_url)
     study = open_study(job, target, store, user=user)
     replayed = store.trials(study.id) if job.resume else []
-    driver = Driver(job, target, store=store, executor=executor, on_result=events.trial_done)
+    driver = Driver(job, target, store=store, executor=executor, on_result=events.trial_done,
+                    on_start=events.trial_started)
     driver.replay(replayed)
     events.searching(study, done=len(driver.records))
     outcome = driver.run(study)

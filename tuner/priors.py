@@ -39,20 +39,22 @@ WARM_NEAREST = 3
 
 @dataclass(frozen=True)
 class WarmStart:
-    """One first candidate taken from the store: the full Optuna params for this space, and why."""
+    """One first candidate of a search: the full Optuna params for this space, and why it comes
+    first: where a warm start was taken from in the store, "" for a seed of the space."""
 
     params: dict[str, Any]
     why: str
 
 
 def first_candidates(store: Store, workload: Workload, platform: Platform, space: SearchSpace,
-                     seeds: list[dict[str, Any]], *, warm: bool = True) -> list[dict[str, Any]]:
-    """The params a search enqueues first, in order: the space's `seeds` (`space.seeds()`),
-    then (with `warm`) the warm starts (module docstring)."""
+                     seeds: list[dict[str, Any]], *, warm: bool = True) -> list[WarmStart]:
+    """What a search enqueues first, in order: the space's `seeds` (`space.seeds()`, with an
+    empty `why`), then (with `warm`) the warm starts (module docstring)."""
+    firsts = [WarmStart(params=params, why="") for params in seeds]
     if not warm:
-        return seeds
+        return firsts
     seen = {space.candidate(params).key for params in seeds}
-    return seeds + [start.params for start in warm_starts(store, workload, platform, space, seen=seen)]
+    return firsts + warm_starts(store, workload, platform, space, seen=seen)
 
 
 def warm_starts(store: Store, workload: Workload, platform: Platform, space: SearchSpace, *,

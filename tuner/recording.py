@@ -25,6 +25,7 @@ from tuner.errors import TunerError, UsageError
 from tuner.keys import Platform, Workload, platform_from_parts
 from tuner.search import Target
 from tuner.search_spaces import Knob, SearchSpace
+from tuner.search_spaces.space import MAX_RECORDED_POINTS
 from tuner.storage.records import TrialRecord
 from tuner.trial import Candidate, MeasureSpec, Measurement, TrialRequest
 from tuner.version import __version__
@@ -33,7 +34,7 @@ from tuner.workers.executor import Executor
 __all__ = ["MAX_POINTS", "TABLE_FORMAT", "RecordedTable", "RecordingPlan", "plan_recording", "read_table",
            "record", "space_from_json"]
 
-MAX_POINTS = 256            # about an hour of trials on a small CPU model; a search is the tool beyond it
+MAX_POINTS = MAX_RECORDED_POINTS
 TABLE_FORMAT = 1
 
 

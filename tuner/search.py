@@ -100,6 +100,7 @@ class SearchOutcome:
     exhausted: bool = False
     cancelled: tuple[TrialRecord, ...] = ()
     skipped: int = 0              # proposals holding a learned failure, told failed unmeasured
+    warm_starts: tuple[tuple[int, str], ...] = ()   # (trial number, where from) of the warm starts measured
 
 
 class SearchInterrupted(KeyboardInterrupt):
@@ -133,13 +134,16 @@ def open_study(job: SearchOptions, target: Target, store: Store, *, user: str) -
 
 
 class Driver:
-    """One search: owns the Optuna study and the bookkeeping of what was measured."""
+    """One search: owns the Optuna study and the bookkeeping of what was measured. `on_start`
+    hears each trial as it is submitted (number, knobs), `on_result` each as it is recorded."""
 
     def __init__(self, job: SearchOptions, target: Target, *, store: Store, executor: Executor,
-                 on_result: Callable[[TrialRecord], None] | None = None):
+                 on_result: Callable[[TrialRecord], None] | None = None,
+                 on_start: Callable[[int, dict[str, Any]], None] | None = None):
         self.job, self.target, self.store, self.executor = job, target, store, executor
         self.spec = replace(job.measure, platform_key=target.platform.key)
         self.on_result = on_result or (lambda record: None)
+        self.on_start = on_start or (lambda number, params: None)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler = make_sampler(job.sampler, job.seed, target.space)
         self.optuna = optuna.create_study(direction="minimize", sampler=sampler)
@@ -148,6 +152,7 @@ class Driver:
         self.next_number = 0
         self.failures = LearnedFailures(store, target.platform.key)
         self.seeds = target.space.seeds()
+        self.warm_why: dict[str, str] = {}                # candidate key -> where its warm start came from
         self.pruning = PruneHistory(job.pruner, min_rounds=self.spec.plan().min_rounds,
                                     exempt={target.space.candidate(p).key for p in self.seeds})
 
@@ -176,10 +181,13 @@ class Driver:
         """
         self.failures.refresh()
         target = self.target
-        for params in first_candidates(self.store, target.workload, target.platform, target.space, self.seeds,
-                                       warm=self.job.warm_start):
-            if self.target.space.candidate(params).key not in self.records:
-                self.optuna.enqueue_trial(params, skip_if_exists=True)
+        for first in first_candidates(self.store, target.workload, target.platform, target.space, self.seeds,
+                                      warm=self.job.warm_start):
+            key = target.space.candidate(first.params).key
+            if first.why:
+                self.warm_why[key] = first.why
+            if key not in self.records:
+                self.optuna.enqueue_trial(first.params, skip_if_exists=True)
         exhausted = False
         try:
             while len(self.records) < self.job.trials:
@@ -199,8 +207,9 @@ class Driver:
     def _outcome(self, study: StudyInfo, *, exhausted: bool = False,
                  cancelled: tuple[TrialRecord, ...] = ()) -> SearchOutcome:
         trials = tuple(sorted(self.records.values(), key=lambda r: r.number))
+        warm = tuple((r.number, self.warm_why[r.candidate_key]) for r in trials if r.candidate_key in self.warm_why)
         return SearchOutcome(study=study, trials=trials, exhausted=exhausted, cancelled=cancelled,
-                             skipped=self.failures.skipped)
+                             skipped=self.failures.skipped, warm_starts=warm)
 
     def _record_cancelled(self, study: StudyInfo) -> tuple[TrialRecord, ...]:
         """Record every trial in flight as cancelled (their processes are stopped already)."""
@@ -261,6 +270,7 @@ class Driver:
         self.in_flight[number] = (trial, candidate)
         self.executor.submit(TrialRequest(spec=self.spec, params=candidate.params, number=number,
                                           pruning=self.pruning.spec_for(candidate.key)))
+        self.on_start(number, candidate.as_dict())
 
     def _record(self, study: StudyInfo, request: TrialRequest, measurement: Measurement) -> None:
         trial, candidate = self.in_flight.pop(request.number)

@@ -1,11 +1,13 @@
 """The `tuner` command line. Errors print `error: ...` on one line and exit 1 (2 for usage).
 
 One module per command group: `search`, `results` (best, trials), `explain`, `db` (upgrade,
-check, export, import, merge, ls), `kernels`, `record_space`; `common` holds what they share and
-`summary` what search, best and trials print. Ctrl-C and SIGTERM stop a command the same way: exit 130, after a search has
-cancelled and recorded its trials in flight. A command parses, calls the library and prints; the work is elsewhere
+check, export, import, merge, ls), `kernels`, `record_space`, `report` (the HTML report) and
+`dashboard` (the studies in optuna-dashboard); `common` holds what they share, `summary` what
+search, best and trials print, and `progress` a search's live progress. Ctrl-C and SIGTERM stop
+a command the same way: exit 130, after a search has cancelled and recorded its trials in
+flight. A command parses, calls the library and prints; the work is elsewhere
 (`tuner.pipeline.run_search` for a search). Heavy imports stay inside the commands, so
-`tuner --help` loads neither torch nor SQLAlchemy.
+`tuner --help` loads neither torch nor SQLAlchemy (tests/test_cli.py holds it).
 """
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ import threading
 import traceback
 from typing import Iterator
 
+from tuner.cli.dashboard import add_dashboard_parser
 from tuner.cli.db import add_db_parser
 from tuner.cli.explain import add_explain_parser
 from tuner.cli.kernels import add_kernels_parser
 from tuner.cli.record_space import add_record_space_parser
+from tuner.cli.report import add_report_parser
 from tuner.cli.results import add_results_parsers
 from tuner.cli.search import add_search_parser
 from tuner.errors import TunerError
@@ -41,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain_parser(sub)
     add_kernels_parser(sub)         # kernel tile configs of tuner.autotune
     add_record_space_parser(sub)    # every point of a small space, as a replayable table
+    add_report_parser(sub)          # an HTML page of figures, the kept config and a profile
+    add_dashboard_parser(sub)       # the stored studies in optuna-dashboard
     return parser
 
 

@@ -8,12 +8,13 @@ import sys
 from typing import Any
 
 from tuner.cli.common import add_command
+from tuner.search_spaces.space import MAX_RECORDED_POINTS
 from tuner.settings import Settings
 
 DESCRIPTION = ("Measure every point of a small search space once, for real, through the same executor and "
                "paired trials as a search, and write them as a JSON table that the replay executor and "
                "bench/search_efficiency.py replay. It does not write the database. A space with more than "
-               "256 points is refused before anything is measured.")
+               f"{MAX_RECORDED_POINTS} points is refused before anything is measured.")
 
 
 def add_record_space_parser(subparsers: Any) -> None:
@@ -21,7 +22,8 @@ def add_record_space_parser(subparsers: Any) -> None:
                     help="measure every point of a small space and write a replayable table (no database)")
     s.description = DESCRIPTION
     s.add_argument("model", help="Python file defining get_model() and get_inputs()")
-    s.add_argument("--space", metavar="FILE", required=True, help="JSON search-space file of at most 256 points")
+    s.add_argument("--space", metavar="FILE", required=True,
+                   help=f"JSON search-space file of at most {MAX_RECORDED_POINTS} points")
     s.add_argument("--out", metavar="TABLE", required=True, help="where to write the table (JSON)")
     s.add_argument("--executor", default="ray", help="ray (default when installed) or local")
     s.add_argument("--workers", type=int, default=1, help="trials in flight at once (default 1)")
@@ -34,7 +36,8 @@ def add_record_space_parser(subparsers: Any) -> None:
 
 def cmd_record_space(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 once the table is written (failed points are rows too), 1 when no point ran correctly."""
-    from tuner.cli.summary import Progress, speedup_text
+    from tuner.cli.progress import Progress
+    from tuner.cli.summary import speedup_text
     from tuner.errors import UsageError
     from tuner.recording import plan_recording, record
     from tuner.trial import MeasureSpec

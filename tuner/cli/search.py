@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from tuner.cli.common import add_command, add_db_option
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
-    from tuner.cli.summary import Progress
+    from tuner.cli.progress import Progress
     from tuner.pipeline import SearchInterrupted, SearchResult, Target
+    from tuner.search import SearchOutcome
     from tuner.storage.records import StudyInfo, TrialRecord
 
 
@@ -74,9 +75,23 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     return max(0 if result.verdict is not None else 1 for result in results)
 
 
+def warm_start_lines(outcome: SearchOutcome) -> list[str]:
+    """One line per warm start the search measured: its trial, where it came from, its result."""
+    from tuner.cli.summary import speedup_text
+
+    by_number = {r.number: r for r in outcome.trials}
+    lines = []
+    for number, why in outcome.warm_starts:
+        m = by_number[number].measurement
+        result = f"{speedup_text(m)} vs default" if m.ok else m.status.value
+        lines.append(f"warm start: trial {number}, the stored best of {why}: {result}")
+    return lines
+
+
 class SearchPrinter:
     """The search's `SearchEvents` as the terminal shows them: notices and the "tuning" line on
-    stderr, the progress line while trials run, then each platform's summary table on stdout."""
+    stderr, the live progress while trials run (`tuner.cli.progress`: a panel on a terminal,
+    plain lines elsewhere), then each platform's summary table on stdout."""
 
     def __init__(self, trials: int):
         self.trials = trials
@@ -92,9 +107,13 @@ class SearchPrinter:
               f"on {platform.describe()} [platform {platform.key[:12]}]; database {database}", file=sys.stderr)
 
     def searching(self, study: StudyInfo, *, done: int) -> None:
-        from tuner.cli.summary import Progress
+        from tuner.cli.progress import Progress
 
         self.progress = Progress(self.trials, done=done)
+
+    def trial_started(self, number: int, params: Mapping[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress.started(number, params)
 
     def trial_done(self, record: TrialRecord) -> None:
         if self.progress is not None:
@@ -112,6 +131,8 @@ class SearchPrinter:
                   f"to compile on this platform were skipped unmeasured (learned failures)", file=sys.stderr)
         if result.outcome.exhausted:
             print("note: the search space ran out of new candidates before --trials was reached", file=sys.stderr)
+        for line in warm_start_lines(result.outcome):
+            print(line, file=sys.stderr)
         print(summary_table(result.verdict))
 
     def interrupted(self, stop: SearchInterrupted) -> None:
@@ -122,7 +143,7 @@ class SearchPrinter:
         print(interrupted_summary(stop.outcome, total=self.trials, confirming=stop.confirming))
 
     def close(self) -> None:
-        """End the progress line (on a terminal); also when the search stops with an error."""
+        """End the live progress (on a terminal); also when the search stops with an error."""
         if self.progress is not None:
             self.progress.close()
             self.progress = None

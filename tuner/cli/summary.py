@@ -1,11 +1,9 @@
-"""What `tuner search` prints: the live progress line, then the summary table with the
-verdict (or, after an interrupt, the trials so far). `tuner best` and `tuner trials` print
-through `tuner.cli.results`."""
+"""What `tuner search` prints once its trials are done: the summary table with the verdict
+(or, after an interrupt, the trials so far); and the figures and labels that the live progress
+(`tuner.cli.progress`), `tuner best` and `tuner trials` (`tuner.cli.results`) print too."""
 from __future__ import annotations
 
-import sys
-import time
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from tuner.cli.common import format_table
 from tuner.confirm import DEFAULT, EAGER, halves
@@ -20,60 +18,6 @@ if TYPE_CHECKING:
 
 def _fmt(value: float | None, spec: str = ".3f", none: str = "-") -> str:
     return none if value is None else format(value, spec)
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-class Progress:
-    """A live progress line on a terminal; one line per trial otherwise (logs, CI).
-
-    The best figure is each trial's paired speedup over the defaults, measured in its own
-    process; it says "unconfirmed" because the confirmation has not re-measured it yet.
-    """
-
-    def __init__(self, total: int, *, done: int = 0, stream: TextIO | None = None):
-        self.total, self.done, self.failed, self.pruned = total, done, 0, 0
-        self.start_done, self.started = done, time.monotonic()
-        self.best: TrialRecord | None = None
-        self.stream = stream or sys.stderr        # looked up now: tests and callers may redirect it
-        self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
-
-    def update(self, record: TrialRecord) -> None:
-        m = record.measurement
-        self.done += 1
-        if m.status is Status.PRUNED:     # stopped early by the pruner: slow, not broken
-            self.pruned += 1
-        elif not m.ok:
-            self.failed += 1
-        elif record.params and m.objective is not None and (
-                self.best is None or m.objective < self.best.measurement.objective):
-            self.best = record
-        self._draw(record)
-
-    def _draw(self, record: TrialRecord) -> None:
-        width = 20
-        filled = int(width * self.done / max(1, self.total))
-        best = speedup_text(self.best.measurement) if self.best is not None else "-"
-        ran = self.done - self.start_done
-        eta = (time.monotonic() - self.started) / ran * (self.total - self.done) if ran else 0.0
-        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} trials, "
-                f"{self.failed} failed{pruned_text(self.pruned)}, best so far (unconfirmed) {best} vs default, "
-                f"ETA {_duration(eta)}")
-        if self.live:
-            self.stream.write("\r" + line + "\033[K")
-        else:
-            m = record.measurement
-            figure = f"{_fmt(m.latency_ms)} ms, {speedup_text(m)}" if m.ok else m.status.value
-            self.stream.write(f"{line} | trial {record.number}: {figure} ({_short(record_label(record))})\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.live:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def speedup_text(m: Measurement) -> str:
@@ -92,6 +36,7 @@ def _short(text: str, width: int = 80) -> str:
 
 
 def record_label(record: TrialRecord) -> str:
+    """A trial's non-default knobs as `k=v, k=v` sorted by name, or "defaults"."""
     return key_values(sorted(record.params.items())) or "defaults"
 
 

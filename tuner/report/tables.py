@@ -1,0 +1,118 @@
+"""The report's HTML tables and text blocks: kept config, failures, operator profile, summary.
+
+Each function returns an HTML fragment; every value from the store or the model is escaped.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tuner.report.data import FailureRow, ReportData, knob_changes, status_counts, verdict_text
+
+if TYPE_CHECKING:
+    from tuner.report.profile import ProfileResult
+    from tuner.storage import BestConfig
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Sequence[int] = ()) -> str:
+    """An HTML table of already-escaped cells; columns in `numeric` align right."""
+    def cells(tag: str, row: Sequence[str]) -> str:
+        return "".join(f'<{tag}{" class=num" if i in numeric else ""}>{c}</{tag}>' for i, c in enumerate(row))
+
+    body = "".join(f"<tr>{cells('td', row)}</tr>" for row in rows)
+    return f"<table><thead><tr>{cells('th', header)}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{esc(text)}</p>'
+
+
+def summary_html(data: ReportData) -> str:
+    """Model, platform, study and trial counts: the lines under the page title."""
+    lines = [f"<b>platform</b> {esc(data.platform)}", f"<b>graphs</b> {data.graphs}"]
+    if data.study is not None:
+        s = data.study
+        lines.append(f"<b>study</b> {s.id} (newest of {data.studies}), {s.created_at:%Y-%m-%d %H:%M} UTC, "
+                     f"sampler {esc(s.sampler)}, seed {esc(s.seed)}, by {esc(s.user)}@{esc(s.host)}")
+        counts = ", ".join(f"{n} {esc(status)}" for status, n in status_counts(data.trials).items())
+        lines.append(f"<b>trials</b> {len(data.trials)}: {counts}")
+    else:
+        lines.append("<b>study</b> none stored here (the kept configs were imported or merged)")
+    return "<p>" + "<br>".join(lines) + "</p>"
+
+
+def best_html(bests: Sequence[BestConfig], graphs: int) -> str:
+    """Per tuned graph: the verdict, the confirmed speedup with its interval, and the knobs that
+    differ from Inductor's defaults (a table), or a note when nothing is kept yet."""
+    if not bests:
+        return note("no confirmed config is stored yet (the search stopped before confirming); "
+                    "finish it with: tuner search MODEL --resume")
+    parts = []
+    for index, best in enumerate(bests):
+        title = f"graph {index} of {graphs}" if graphs > 1 else "the model's graph"
+        parts.append(f"<h3>{esc(title)}: {esc(verdict_text(best))}</h3>")
+        parts.append(f"<p><b>confirmed speedup over the default compile: {best.speedup:.2f}x</b> "
+                     f"[{best.ci_low:.2f}, {best.ci_high:.2f}] over {best.rounds} paired rounds"
+                     f"{_latencies(best)}{_search_figure(best)}</p>")
+        changes = knob_changes(best)
+        if changes:
+            parts.append(table(("knob", "Inductor default", "kept value"),
+                               [(f"<code>{esc(c.knob)}</code>", esc(c.default), f"<b>{esc(c.best)}</b>")
+                                for c in changes]))
+        when = f"{best.created_at:%Y-%m-%d %H:%M} UTC" if best.created_at else "?"
+        parts.append(f'<p class="note">kept by {esc(best.user)}@{esc(best.host)}, {when}, '
+                     f"tuner {esc(best.tuner_version)}, torch {esc(best.torch_version)}, from {esc(best.source)}</p>")
+    return "".join(parts)
+
+
+def _latencies(best: BestConfig) -> str:
+    if best.latency_ms is None or best.baseline_ms is None:
+        return ""
+    return f"; {best.latency_ms:.3f} ms against {best.baseline_ms:.3f} ms for the default compile"
+
+
+def _search_figure(best: BestConfig) -> str:
+    if best.search_speedup is None:
+        return ""
+    return f" (its search trial saw {best.search_speedup:.2f}x, unconfirmed)"
+
+
+def failures_html(rows: Sequence[FailureRow], counts: dict[str, int]) -> str:
+    """The failures by status with their most common error lines; a note when none failed.
+    Pruned and cancelled trials are named apart: they are not failures."""
+    apart = ", ".join(f"{counts[s]} {s}" for s in ("pruned", "cancelled") if counts.get(s))
+    tail = note(f"not counted as failures: {apart}") if apart else ""
+    if not rows:
+        return note("no trial failed") + tail
+    body = []
+    for row in rows:
+        errors = "<br>".join(f"<code>{esc(line[:200])}</code> &times;{n}" for line, n in row.errors)
+        body.append((esc(row.status), str(row.count), errors))
+    return table(("status", "trials", "most common error lines"), body, numeric=(1,)) + tail
+
+
+def profile_html(result: ProfileResult) -> str:
+    """The operator table (self time per call, default compile against the kept config) and the
+    lookup lines saying what the tuned side applied."""
+    rows = [(f"<code>{esc(op.name)}</code>", f"{op.default_ms:.4f}", f"{op.tuned_ms:.4f}",
+             _change(op.default_ms, op.tuned_ms)) for op in result.ops]
+    where = "CPU" if result.device == "cpu" else "device"
+    parts = [(f"<p>Self {where} time per call over {result.calls} profiled calls (after warm-up): "
+              f"<b>{result.default_ms:.3f} ms</b> default compile, <b>{result.tuned_ms:.3f} ms</b> kept config "
+              f"({_change(result.default_ms, result.tuned_ms)}).</p>"),
+             table(("operator", "default ms", "kept config ms", "change"), rows, numeric=(1, 2, 3))]
+    if result.lookup:
+        parts.append("<p class=\"note\">what the kept side applied:<br>"
+                     + "<br>".join(f"<code>{esc(line)}</code>" for line in result.lookup) + "</p>")
+    return "".join(parts)
+
+
+def _change(before: float, after: float) -> str:
+    if before <= 0:
+        return "new" if after > 0 else "-"
+    return f"{(after - before) / before:+.0%}"
