@@ -84,6 +84,9 @@ class _Progress:
     def searching(self, study: Any, *, done: int) -> None:
         pass
 
+    def kernels_tuned(self, launches: Any) -> None:
+        pass
+
     def trial_started(self, number: int, params: Any) -> None:
         pass
 

@@ -1,7 +1,8 @@
 """The allow-list: every knob tuner may ever set, and the check applied to stored params.
 
 The allow-list is the union of the CPU and CUDA tables (unsafe and training-only knobs
-included) plus the special names `mode` and `freezing`. It is applied when lookup reads
+included, the special names `mode` and `freezing` among them) plus `precision` (`PRECISION`,
+every mode of `tuner.precision`), which joins a space only through `load_space(precision=...)`. It is applied when lookup reads
 a stored config, when an exchange file is imported, when a user space file is loaded,
 and by `tuner.compiler.compile_config`. Nothing outside it reaches Inductor.
 """
@@ -11,6 +12,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from tuner.errors import SpaceError
+from tuner.precision import FP32, PRECISIONS
 from tuner.search_spaces import cpu, cuda
 from tuner.search_spaces.knobs import _MISSING, Knob, installed_default, same_value
 
@@ -39,7 +41,10 @@ def _union(tables: tuple[tuple[Knob, ...], ...]) -> dict[str, Knob]:
 
 # The built-in tables by device type: what `load_space` starts from and a space file extends.
 TABLES: dict[str, tuple[Knob, ...]] = {"cpu": cpu.KNOBS, "cuda": cuda.KNOBS}
-ALLOWED: dict[str, Knob] = _union(tuple(TABLES.values()))
+# Opt-in (`tuner search --precision`), so in no table: a space without it keeps its hash.
+PRECISION = Knob("precision", "choice", FP32, "precision", choices=tuple(PRECISIONS),
+                 description="numeric precision of the compiled graph (tuner.precision); changes numerics")
+ALLOWED: dict[str, Knob] = {**_union(tuple(TABLES.values())), PRECISION.name: PRECISION}
 
 
 def known_knobs() -> tuple[str, ...]:

@@ -1,9 +1,10 @@
 """The `Knob` value: one tunable setting, and its check against the installed torch.
 
 A knob is named by its Inductor config path (`max_fusion_size`, `cpp.simdlen`),
-by `functorch.<name>` for `torch._functorch.config`, or by one of two special names:
-`mode` (a torch.compile mode preset, expanded by `torch._inductor.list_mode_options`)
-and `freezing` (decided when Dynamo traces; inference only).
+by `functorch.<name>` for `torch._functorch.config`, or by one of three special names:
+`mode` (a torch.compile mode preset, expanded by `torch._inductor.list_mode_options`),
+`freezing` (decided when Dynamo traces; inference only) and `precision` (opt-in, changes
+numerics: `tuner.precision`; in a space only with `tuner search --precision`).
 
 A knob's `default` is Inductor's own default. A knob at its default is never patched,
 so it never overrides what a mode preset sets.
@@ -20,9 +21,10 @@ from typing import Any, Mapping
 from tuner.errors import SpaceError
 
 KINDS = ("bool", "int", "float", "choice")
-GROUPS = ("mode", "fusion", "tiling", "codegen", "layout", "memory", "autotune", "gemm", "wrapper", "trace")
+GROUPS = ("mode", "fusion", "tiling", "codegen", "layout", "memory", "autotune", "gemm", "wrapper", "trace",
+          "precision")
 SCOPES = ("any", "inference", "training")
-SPECIAL = ("mode", "freezing")
+SPECIAL = ("mode", "freezing", "precision")
 FUNCTORCH_PREFIX = "functorch."
 
 
@@ -204,7 +206,7 @@ def installed_default(name: str) -> Any:
 
 
 def installed_has(name: str) -> bool:
-    if name == "mode":
+    if name in ("mode", "precision"):
         return True
     if name == "freezing":
         return installed_default("freezing") is not _MISSING and _dynamo_has_prepare_freezing()
@@ -244,6 +246,8 @@ def resolve(knob: Knob) -> tuple[Knob | None, list[str]]:
     """
     if knob.name == "mode":
         return _resolve_mode(knob)
+    if knob.name == "precision":        # tuner's own knob (tuner.precision): nothing to check in torch
+        return knob, []
     if not installed_has(knob.name):
         return None, [f"{knob.name} skipped: torch {torch_version()} has no such config"]
     have = installed_default(knob.name)

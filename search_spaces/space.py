@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from tuner.errors import SpaceError
 from tuner.keys import canonical_json
 from tuner.search_spaces import cpu
-from tuner.search_spaces.catalogue import TABLES
+from tuner.search_spaces.catalogue import PRECISION, TABLES
 from tuner.search_spaces.knobs import Knob, mode_options, resolve, run_order, same_value
 from tuner.search_spaces.spacefile import read_space_file
 from tuner.trial import Candidate
@@ -134,8 +134,9 @@ class SearchSpace:
         """Params to enqueue first (study.enqueue_trial), in order.
 
         Trial 0 is Inductor's defaults, then each non-default mode preset with every
-        other knob at its default, then freezing=True when the space has it. Seeds that
-        would compile identically are listed once.
+        other knob at its default, then freezing=True when the space has it, then each
+        precision other than fp32 (`--precision`). Seeds that would compile identically are
+        listed once.
         """
         wanted = [self.default_params()]
         mode = self._by_name.get("mode")
@@ -143,6 +144,9 @@ class SearchSpace:
             wanted += [self.complete({"mode": m}) for m in mode.choices if not same_value(m, mode.default)]
         if "freezing" in self._by_name:
             wanted.append(self.complete({"freezing": True}))
+        precision = self._by_name.get("precision")
+        if precision is not None:
+            wanted += [self.complete({"precision": p}) for p in precision.choices if p != precision.default]
         seeds, keys = [], set()
         for params in wanted:
             key = self.candidate(params).key
@@ -287,7 +291,8 @@ def _distribution(knob: Knob) -> Any:
 
 
 def load_space(device: str, *, training: bool = False, path: str | os.PathLike[str] | None = None,
-               include_unsafe: bool = False, threads: int | None = None) -> SearchSpace:
+               include_unsafe: bool = False, threads: int | None = None,
+               precision: Sequence[str] = ()) -> SearchSpace:
     """The search space for `device` ("cpu", "cuda", "cuda:1"), checked against this torch.
 
     `training` drops inference-only knobs (freezing and its children) and keeps the
@@ -296,6 +301,9 @@ def load_space(device: str, *, training: bool = False, path: str | os.PathLike[s
     GEMM thread-factor choices; trials must run with that thread count.
     `path` names a user JSON space file; a malformed file raises SpaceError.
     Knobs this torch lacks are skipped and reported in `SearchSpace.notices`.
+    `precision` (`tuner search --precision`, parsed by `tuner.precision.parse_precisions`) adds
+    the `precision` knob over those modes, fp32 first and the default, when it lists more than
+    fp32; UsageError for a mode this device cannot run (tf32 on a CPU model).
     """
     device_type = str(device).split(":")[0].lower()
     if path is None:
@@ -303,8 +311,9 @@ def load_space(device: str, *, training: bool = False, path: str | os.PathLike[s
             raise SpaceError(f"no built-in search space for device {device!r}; "
                              f"use one of {', '.join(TABLES)} or pass a space file with --space")
         name = device_type + ("-train" if training else "") + ("-unsafe" if include_unsafe else "")
-        return _build(name, device_type, list(TABLES[device_type]), training=training,
-                      include_unsafe=include_unsafe, threads=threads, user=set(), notices=[])
+        return _with_precision(_build(name, device_type, list(TABLES[device_type]), training=training,
+                                      include_unsafe=include_unsafe, threads=threads, user=set(), notices=[]),
+                               precision)
     parsed = read_space_file(os.fspath(path), device_type)
     space = _build(parsed.name, device_type, list(parsed.knobs), training=training,
                    include_unsafe=include_unsafe, threads=threads, user=set(parsed.declared),
@@ -312,7 +321,19 @@ def load_space(device: str, *, training: bool = False, path: str | os.PathLike[s
     if not space.knobs:
         raise SpaceError(f"space file {path}: no knob is left for this workload and torch "
                          f"({'; '.join(space.notices) or 'it lists none'}); add knobs that apply here")
-    return space
+    return _with_precision(space, precision)
+
+
+def _with_precision(space: SearchSpace, modes: Sequence[str]) -> SearchSpace:
+    """`space` plus the precision knob over `modes` (fp32 first); `space` itself for fp32 alone."""
+    from tuner.precision import FP32, check_device, get_precision
+
+    names = tuple(dict.fromkeys([FP32, *(get_precision(m).name for m in modes)]))
+    if len(names) < 2 or "precision" in {k.name for k in space.knobs}:
+        return space
+    check_device(names, space.device)
+    knob = replace(PRECISION, choices=names)
+    return replace(space, name=f"{space.name}+precision", knobs=(*space.knobs, knob))
 
 
 def _build(name: str, device: str, knobs: list[Knob], *, training: bool, include_unsafe: bool,

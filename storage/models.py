@@ -116,6 +116,8 @@ class StudyRow(Base):
     tuner_version: Mapped[str] = mapped_column(String(64))
     torch_version: Mapped[str] = mapped_column(String(128), server_default="")
     triton_version: Mapped[str] = mapped_column(String(128), server_default="")
+    objectives: Mapped[str] = mapped_column(String(128), server_default="latency")   # comma-separated names
+    prefer: Mapped[str] = mapped_column(String(64), server_default="latency")
 
 
 class TrialRow(Base):

@@ -97,7 +97,8 @@ def to_study(row: StudyRow, workload_key: str, platform_key: str) -> StudyInfo:
                      space_hash=row.space_hash, sampler=row.sampler, seed=row.seed,
                      trials_requested=row.trials_requested, created_at=row.created_at,
                      user=row.user, host=row.host, tuner_version=row.tuner_version,
-                     torch_version=row.torch_version, triton_version=row.triton_version)
+                     torch_version=row.torch_version, triton_version=row.triton_version,
+                     objectives=tuple(row.objectives.split(",")), prefer=row.prefer)
 
 
 def trial_values(study_id: int, record: TrialRecord) -> dict[str, Any]:

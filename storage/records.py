@@ -25,6 +25,8 @@ class StudyInfo:
     tuner_version: str = ""
     torch_version: str = ""          # the study's platform's torch and triton (its trials' too)
     triton_version: str = ""
+    objectives: tuple[str, ...] = ("latency",)   # what the study minimised (tuner.objectives)
+    prefer: str = "latency"          # the objective that picked its stored operating point
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from tuner.errors import SchemaOutdated, SchemaTooNew, StorageError
 from tuner.storage.urls import safe_url
 
 VERSION_TABLE = "tuner_alembic_version"
-SCHEMA_HEAD = "0005_failure_rules"
+SCHEMA_HEAD = "0006_objectives"
 
 
 def read_revision(connection: Connection) -> str | None:

@@ -138,9 +138,11 @@ class Store:
 
     def create_study(self, *, workload_key: str, platform_key: str, space_hash: str,
                      sampler: str, seed: int | None, trials_requested: int, user: str,
-                     host: str, tuner_version: str) -> StudyInfo:
+                     host: str, tuner_version: str, objectives: tuple[str, ...] = ("latency",),
+                     prefer: str = "latency") -> StudyInfo:
         """Start a new study. The workload and platform must be stored first (ensure_*).
-        The study records its platform's torch and triton versions."""
+        The study records its platform's torch and triton versions, the objectives it
+        minimises and the one preferred for the stored operating point."""
         with self.session_scope(write=True) as session:
             workload_id = q.id_of(session, WorkloadRow, workload_key,
                                   fix="call Store.ensure_workload first")
@@ -151,7 +153,7 @@ class Store:
                 space_hash=space_hash, sampler=sampler, seed=seed,
                 trials_requested=trials_requested, created_at=utcnow(), user=user, host=host,
                 tuner_version=tuner_version, torch_version=torch_version[:128],
-                triton_version=triton_version[:128])
+                triton_version=triton_version[:128], objectives=",".join(objectives), prefer=prefer)
             session.add(row)
             session.flush()
             return q.to_study(row, workload_key, platform_key)

@@ -314,6 +314,7 @@ def test_0004_downgrade_drops_its_columns_and_keeps_the_rows(db_url: str, tmp_pa
 
 def test_0005_downgrade_drops_the_failure_rules_and_keeps_the_rest(db_url: str, tmp_path: Path) -> None:
     fixture_db(db_url, "0005_failure_rules", tmp_path)
+    upgrade(db_url)                                   # to head, so the store opens it
     with Store.open(db_url, readonly=True) as store:
         before = store.snapshot()
     assert len(before.rules) == 2

@@ -37,6 +37,9 @@ class Recorder:
     def searching(self, study, *, done: int) -> None:
         self.seen.append(f"searching study {study.id}, {done} done")
 
+    def kernels_tuned(self, launches) -> None:
+        """The model launches no @tuner.autotune kernel (tests/test_kernel_discovery.py checks them)."""
+
     def trial_started(self, number, params) -> None:
         """Starts are left out of the order checked here (tests/test_progress.py checks them)."""
 

@@ -41,22 +41,30 @@ import torch
 from tuner.backend import FreezingPlan, TunerBackend
 from tuner.compiler import CompileConfig, trace_context
 from tuner.lookup import Lookup
+from tuner.precision import OPTION, get_precision, split_option
 from tuner.settings import Settings
 
 _FREEZE = CompileConfig(freezing=True)
 
 
 def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapping[str, Any] | None = None,
-            dynamic: bool | None = None, fullgraph: bool = False, db: str | None = None) -> Any:
+            dynamic: bool | None = None, fullgraph: bool = False, db: str | None = None,
+            precision: str | None = None) -> Any:
     """Compile `model` (an `nn.Module` or a function) with the stored best configs.
 
     Like `torch.compile(model, backend="tuner", mode=mode, options=options, dynamic=dynamic,
     fullgraph=fullgraph)`; `mode` and `options` are the starting point and a stored config
-    wins where both set a knob. `db` overrides `$TUNER_DB` for this model. Nothing is
+    wins where both set a knob. `db` overrides `$TUNER_DB` for this model. `precision` (a
+    `tuner.precision` mode, e.g. "bf16-autocast"; same as `options={"precision": ...}`) opts in
+    to stored configs of that precision; without it only fp32 configs apply. UsageError for an
+    unknown precision. Nothing is
     looked up or compiled here: that happens at the first call, as with torch.compile.
     Returns an `nn.Module` (`TunedModule`, whose state_dict keys carry the `_orig_mod.`
     prefix as torch.compile's do) for a module, a function for a function.
     """
+    if precision is not None:
+        options = {**(options or {}), OPTION: get_precision(precision).name}
+    split_option(options)                  # an unknown precision is the caller's mistake, said here
     lookup = None if db is None else Lookup(dataclasses.replace(Settings.from_env(), db_url=db))
     runner = _Runner(model, mode=mode, options=options, dynamic=dynamic, fullgraph=fullgraph, lookup=lookup)
     if isinstance(model, torch.nn.Module):

@@ -14,6 +14,10 @@ Dynamo hands it, the backend
    Where the stored verdict is "eager won", the graph runs uncompiled (`gm.forward`).
 
 The backend applies only configs that were measured as such (`tuner.decision.backend_choice`).
+A stored config whose precision is not fp32 (`tuner search --precision`) applies only where
+the compile call opted in to that precision, `options={"precision": "bf16-autocast"}` (the
+backend takes that key out before Inductor sees the options); elsewhere the graph gets
+Inductor's defaults, and the backend says why once per process (a WARNING on `tuner.lookup`).
 Freezing is decided by Dynamo before any backend runs, so this plain backend cannot turn it
 on: beside a stored config that needs freezing it applies the config measured without
 freezing (`BestConfig.unfrozen_params`), or Inductor's defaults where none was measured (a
@@ -36,6 +40,7 @@ from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice,
 from tuner.errors import UsageError
 from tuner.explanation import Explanation, explain_graph, print_explanation
 from tuner.lookup import GraphLookup, Lookup, process_lookup
+from tuner.precision import FP32, split_option
 
 if TYPE_CHECKING:
     import torch.fx
@@ -44,6 +49,7 @@ log = logging.getLogger("tuner.lookup")
 
 _once_lock = threading.Lock()
 _said_unmeasured = False
+_said_precision = False
 
 
 class TunerBackend:
@@ -72,6 +78,7 @@ class TunerBackend:
         if kwargs:
             raise UsageError(f"the tuner backend takes mode= and options= only, got {', '.join(sorted(kwargs))}; "
                              f"pass Inductor settings as options={{...}}")
+        precision, options = split_option(options)
         index = next(self._index)
         decision = self.freezing.decision_for_frozen_trace() if self.freezing is not None else None
         explanation, note = None, "frozen re-trace, decided from the first call"
@@ -80,14 +87,16 @@ class TunerBackend:
             found = lookup.decide_graph(gm, example_inputs, index=index)
             decision = found.decision
             explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
-            if self.freezing is not None and self.freezing.probe(decision):
+            if self.freezing is not None and self.freezing.probe(decision, precision=precision):
                 _report(index, decision, explanation,
                         note="runs uncompiled this once; compiled with freezing from the next call")
                 return gm.forward
-        choice = backend_choice(decision, traced_frozen=_traced_frozen())
+        choice = backend_choice(decision, traced_frozen=_traced_frozen(), precision=precision)
         _report(index, decision, explanation, note="; ".join(n for n in (note, choice.note) if n))
         if choice.applies is Applies.UNMEASURED:
             _say_unmeasured_once(decision)
+        if choice.applies is Applies.NOT_OPTED_IN:
+            _say_not_opted_in_once(decision, choice.note)
         if choice.applies is Applies.EAGER:
             return gm.forward
         from tuner.compiler import make_backend
@@ -113,15 +122,15 @@ class FreezingPlan:
         self.requested = False                  # some graph of that call wants freezing
         self._frozen_seen = 0
 
-    def probe(self, decision: Decision) -> bool:
+    def probe(self, decision: Decision, *, precision: str = FP32) -> bool:
         """Phase 1: remember the decision; True when its graph should run uncompiled this once
-        because its config turns freezing on (and grad is off)."""
+        because its config turns freezing on (and grad is off) in fp32 or the opted-in `precision`."""
         import torch
 
         if not self.probing or torch.is_grad_enabled():
             return False
         self.decisions.append(decision)
-        if decision.hit and decision.config.freezing:
+        if decision.hit and decision.config.freezing and decision.config.precision in (FP32, precision):
             self.requested = True
             return True
         return False
@@ -165,6 +174,16 @@ def _say_unmeasured_once(decision: Decision) -> None:
     if first:
         log.info("tuner: graph %s: %s(model) under torch.no_grad(). Until then backend=\"tuner\" compiles "
                  "such graphs with Inductor's defaults", short(decision.graph_key), NO_UNFROZEN)
+
+
+def _say_not_opted_in_once(decision: Decision, note: str) -> None:
+    """Once per process, a WARNING: a stored config changes precision and the compile call did not
+    opt in, so its graph got Inductor's defaults (never an error: the program runs as untuned)."""
+    global _said_precision
+    with _once_lock:
+        first, _said_precision = not _said_precision, True
+    if first:
+        log.warning("tuner: graph %s: %s", short(decision.graph_key), note)
 
 
 def _report(index: int, decision: Decision, explanation: Explanation | None = None, *, note: str = "") -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from tuner.errors import SpaceError, UsageError
+from tuner.precision import FP32, compile_with_precision
 
 
 @dataclass(frozen=True)
@@ -23,16 +24,18 @@ class CompileConfig:
     `inductor` are `compile_fx(config_patches=...)` entries (mode presets already
     expanded, then knobs layered on top); `functorch` patch `torch._functorch.config`;
     `freezing` is decided at trace time (Dynamo's prepare_freezing) and only for inference.
+    `precision` is a `tuner.precision` mode, applied per graph by `make_backend`.
     """
 
     inductor: tuple[tuple[str, Any], ...] = ()
     functorch: tuple[tuple[str, Any], ...] = ()
     freezing: bool = False
     mode: str | None = None
+    precision: str = FP32
 
     @property
     def is_default(self) -> bool:
-        return not (self.inductor or self.functorch or self.freezing)
+        return not (self.inductor or self.functorch or self.freezing) and self.precision == FP32
 
 
 def compile_config(params: Mapping[str, Any]) -> CompileConfig:
@@ -43,7 +46,7 @@ def compile_config(params: Mapping[str, Any]) -> CompileConfig:
     `torch._inductor.list_mode_options` first and the other Inductor knobs are layered on
     top. A knob at Inductor's default is not patched, so it never overrides the mode:
     a Candidate and the full param dict it came from give the same CompileConfig.
-    `functorch.<name>` knobs go to `functorch`; `freezing` to `freezing`.
+    `functorch.<name>` knobs go to `functorch`; `freezing` to `freezing`; `precision` to `precision`.
     """
     from tuner.search_spaces import knobs as knob_info
     from tuner.search_spaces import validate_params
@@ -70,7 +73,7 @@ def compile_config(params: Mapping[str, Any]) -> CompileConfig:
             inductor[name] = value
     return CompileConfig(inductor=tuple(sorted(inductor.items())), functorch=tuple(sorted(functorch.items())),
                          freezing=bool(params.get("freezing", False)),
-                         mode=None if mode == "default" else mode)
+                         mode=None if mode == "default" else mode, precision=params.get("precision", FP32))
 
 
 def inductor_patches(config: CompileConfig, *, user_patches: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -89,7 +92,8 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
     config_patches=...)`, with `user_patches` (and any `options=` / `mode=` torch.compile
     passes to the backend) underneath the stored config, and `torch._functorch.config`
     patched around it when the config has functorch knobs. The global Inductor config is
-    left untouched. Freezing also needs `trace_context(config)` around the first call.
+    left untouched. Freezing also needs `trace_context(config)` around the first call. A
+    `precision` other than fp32 is applied to each graph by `tuner.precision.compile_with_precision`.
     """
     functorch = dict(config.functorch)
 
@@ -104,8 +108,12 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
         user.update(options or {})
         user.update(user_patches or {})
         patches = inductor_patches(config, user_patches=user)
-        with functorch_config.patch(functorch) if functorch else contextlib.nullcontext():
-            return inductor_compile_fx.compile_fx(gm, example_inputs, config_patches=patches)
+
+        def compile_graph(graph: Any) -> Any:
+            with functorch_config.patch(functorch) if functorch else contextlib.nullcontext():
+                return inductor_compile_fx.compile_fx(graph, example_inputs, config_patches=patches)
+
+        return compile_with_precision(config.precision, gm, example_inputs, compile_graph)
 
     tuner_compile.config = config  # type: ignore[attr-defined]
     return tuner_compile

@@ -18,7 +18,8 @@ Anything else is a miss: Inductor's defaults.
 It applies only a config that was measured as such: the eager verdict runs the graph
 uncompiled; a config that needs freezing applies only where Dynamo traced for freezing,
 and elsewhere the config measured without freezing beside it (or, when none was, Inductor's
-defaults).
+defaults). A config whose precision is not fp32 applies only where the compile call opted
+in to that same precision (`options={"precision": ...}`); elsewhere Inductor's defaults.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from tuner.errors import SpaceError
+from tuner.precision import FP32, opt_in_hint
 from tuner.text import key_values
 
 if TYPE_CHECKING:
@@ -90,6 +92,7 @@ class Applies(str, enum.Enum):
     EAGER = "eager"              # eager won: run the graph uncompiled
     UNFROZEN = "unfrozen"        # config needs freezing, trace not frozen: the config measured without
     UNMEASURED = "unmeasured"    # as UNFROZEN, but none was measured (an older row): Inductor's defaults
+    NOT_OPTED_IN = "not-opted-in"  # the config changes precision and the call did not opt in: defaults
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,20 @@ NO_UNFROZEN = ("the stored config needs freezing, and no config without freezing
                "re-run `tuner search` or use tuner.compile")
 
 
-def backend_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
+def backend_choice(decision: Decision, *, traced_frozen: bool, precision: str = FP32) -> Choice:
+    """Which config a backend applies to the graph of `decision`: what `_measured_choice` picks,
+    unless that config's precision is neither fp32 nor `precision` (the one the compile call
+    opted in to): then Inductor's defaults (NOT_OPTED_IN, the note says how to opt in)."""
+    from tuner.compiler import CompileConfig
+
+    choice = _measured_choice(decision, traced_frozen=traced_frozen)
+    if choice.config.precision in (FP32, precision):
+        return choice
+    return Choice(Applies.NOT_OPTED_IN, CompileConfig(),
+                  f"{opt_in_hint(choice.config.precision)}; applying Inductor's defaults")
+
+
+def _measured_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
     """Which config a backend applies to the graph of `decision`; the backend never applies a
     config that was not measured as such.
 

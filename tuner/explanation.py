@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short, unfrozen_label
 from tuner.errors import StorageError
+from tuner.precision import FP32, opt_in_hint
 
 if TYPE_CHECKING:
     from tuner.compiler import CompileConfig
@@ -160,6 +161,9 @@ def applies_lines(d: Decision) -> list[str]:
         return ["  applies: Inductor's defaults"]
     if d.config.is_default:
         return ["  applies: Inductor's defaults (the search found nothing better)"]
+    if d.config.precision != FP32:            # only where the compile call opts in (tuner.decision)
+        return [f"  applies: {_config_text(d.config)}, only where the compile call opts in; elsewhere "
+                f"Inductor's defaults ({opt_in_hint(d.config.precision)})"]
     if not d.config.freezing:
         return [f"  applies: {_config_text(d.config)}"]
     plain = backend_choice(d, traced_frozen=False)
@@ -199,6 +203,8 @@ def _config_text(config: "CompileConfig") -> str:
     parts += [f"functorch.{k}={v!r}" for k, v in config.functorch]
     if config.freezing:
         parts.append("freezing=True")
+    if config.precision != FP32:
+        parts.append(f"precision={config.precision!r}")
     if config.mode:
         parts.insert(0, f"mode={config.mode!r}")
     return ", ".join(parts) or "defaults"

@@ -12,6 +12,8 @@ import logging
 import socket
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from tuner.errors import StorageError
@@ -31,6 +33,24 @@ class KernelWarning(UserWarning):
 _lock = threading.Lock()
 _failed: dict[str, str] = {}          # database URL -> why it is not used in this process
 _warned: set[str] = set()             # topics already warned about in this process
+_search_urls: list[str] = []          # `search_database` contexts open in this process, innermost last
+
+
+@contextmanager
+def search_database(url: str | None) -> Iterator[None]:
+    """While open, every KernelDatabase made without a URL (`tuner.autotune` without `db=`)
+    uses `url`: `tuner search` and its trial processes point the model's kernels at the
+    search's database. Process-wide (all threads); None changes nothing."""
+    if url is None:
+        yield
+        return
+    with _lock:
+        _search_urls.append(url)
+    try:
+        yield
+    finally:
+        with _lock:
+            _search_urls.remove(url)
 
 
 def warn_once(topic: str, message: str) -> None:
@@ -45,7 +65,8 @@ def warn_once(topic: str, message: str) -> None:
 
 
 class KernelDatabase:
-    """The database at `url` (None: `Settings.from_env().db_url`, read at first use)."""
+    """The database at `url` (None: the open `search_database`'s URL, else
+    `Settings.from_env().db_url`, read at first use)."""
 
     def __init__(self, url: str | None = None) -> None:
         self._url = url
@@ -59,7 +80,10 @@ class KernelDatabase:
 
     @property
     def url(self) -> str:
-        return self._url or self.settings.db_url
+        if self._url:
+            return self._url
+        searched = _search_urls[-1:]        # one read: another thread may close its context
+        return searched[0] if searched else self.settings.db_url
 
     def usable(self) -> bool:
         """False once this database failed in this process."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import TunerError, UsageError
 from tuner.kernel_bench import ArgHooks, DoBenchTimer, Timer, WallClockTimer, benchmark
 from tuner.kernel_db import KernelDatabase, warn_once
+from tuner.kernel_discovery import note_launch
 from tuner.kernel_key import KernelSignature, kernel_key, python_function, signature_of, source_hash
 from tuner.kernel_search import DEFAULT_MAX_TRIALS, KernelSearch, KernelTrial, search_configs
 from tuner.kernel_space import LAUNCH_OPTIONS, Config, Constraint, KernelSpace, Scalar, space_hash
@@ -111,12 +112,17 @@ class AutotunedKernel:
         self._interpreter: bool | None = None
         self.best_config: Config | None = None      # the config of the latest launch
         self.__name__ = python_function(fn).__name__
+        import torch
+
+        # Opaque to Dynamo: a torch.compile'd model graph-breaks around the launch, which runs
+        # as in eager (Dynamo cannot trace the lock, the search, or Triton's interpreter).
+        self._launch = torch.compiler.disable(self.run, recursive=True)
 
     def __repr__(self) -> str:
         return f"<tuner.autotune kernel {self.__name__}: {self.space.size} combinations>"
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+        return lambda *args, **kwargs: self._launch(*args, grid=grid, warmup=False, **kwargs)
 
     def configs(self) -> tuple[Config, ...]:
         """The configs that pass the constraint (enumerated once, before any launch)."""
@@ -152,8 +158,14 @@ class AutotunedKernel:
         with self._lock:
             choice = self._choices.get((signature, device))
             if choice is None:
-                choice = self._choose(signature, device, named, args, kwargs, grid)
+                try:
+                    choice = self._choose(signature, device, named, args, kwargs, grid)
+                except Exception as exc:    # logged for `tuner search`, then raised as ever
+                    error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+                    note_launch(self, device, signature, None, error)
+                    raise
                 self._choices[(signature, device)] = choice
+        note_launch(self, device, signature, choice)
         self.best_config = choice.config_dict()
         return self.fn.run(*args, grid=grid, warmup=False, **kwargs, **self.best_config)
 

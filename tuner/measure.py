@@ -22,13 +22,14 @@ from typing import Any, Callable
 
 import torch
 
+from tuner.precision import FP32
 from tuner.pruning import RoundPruner, RoundValues
 from tuner.stats import median_and_iqr, paired_speedup
 from tuner.timing import calibrate, interleaved_rounds, time_samples
 from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
 
-__all__ = ["Rejected", "Runner", "calibrate", "compare_outputs", "median_and_iqr", "prepare", "run_trial",
-           "time_samples"]
+__all__ = ["Rejected", "Runner", "calibrate", "check_precision", "compare_outputs", "median_and_iqr", "prepare",
+           "run_trial", "time_samples"]
 CANDIDATE, BASELINE = "candidate", "default"
 
 # (rtol, atol) by dtype. Inductor reorders reductions and fuses, so fp32 gets more
@@ -184,13 +185,15 @@ class Runner:
     """A model file's model, compiled as asked and verified against eager: ready to time.
 
     `call` runs it once on the file's inputs, `sync` waits for its device, `compile_s` is its
-    first call (tracing, compiling and one run; None for eager).
+    first call (tracing, compiling and one run; None for eager). `note` is the accuracy measured
+    for a precision other than fp32 (None otherwise).
     """
 
     call: Callable[[], Any]
     sync: Callable[[], None]
     device: str
     compile_s: float | None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     `params` (None: eager, not compiled), makes the first call under the node's compile lock
     and compares its output with the reference. A failing first call or a mismatch is a
     `Rejected`; a broken model file or unknown knobs raise (the caller's boundary records them).
+    A precision other than fp32 is checked by `check_precision` instead of `compare_outputs`.
     """
     from tuner.compiler import compile_config, compile_model
     from tuner.modelfile import flatten_outputs, load_model_file
@@ -231,11 +235,54 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
         compile_s = time.perf_counter() - start
-    mismatch = compare_outputs(reference, first)
-    if mismatch:
-        return Rejected(Status.WRONG_RESULT, mismatch)
+    precision = dict(params or ()).get("precision", FP32)
+    if precision != FP32:
+        note = check_precision(spec, loaded, model, reference, first, precision)
+        if isinstance(note, Rejected):
+            return note
+    else:
+        note, mismatch = None, compare_outputs(reference, first)
+        if mismatch:
+            return Rejected(Status.WRONG_RESULT, mismatch)
     return Runner(call=lambda: loaded.call(model), sync=device_sync(loaded.device), device=loaded.device,
-                  compile_s=None if params is None else compile_s)
+                  compile_s=None if params is None else compile_s, note=note)
+
+
+def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[torch.Tensor],
+                    first: list[torch.Tensor], precision: str) -> str | Rejected:
+    """The accuracy constraint of a candidate in reduced `precision`: on the file's inputs (`first`
+    against `reference`) and on FRESH_INPUT_SETS more input sets (`get_inputs()` under the seeds
+    after `spec.seed`), the norm-wise relative error against the fp32 eager output
+    (`tuner.precision.relative_error`) must stay within `spec.tolerance`. Returns the line that
+    reports the error measured, or a WRONG_RESULT `Rejected` that says it (a call that fails on
+    fresh inputs is rejected like a failing first call)."""
+    from tuner.modelfile import flatten_outputs
+    from tuner.node_lock import compile_lock
+    from tuner.precision import FRESH_INPUT_SETS, accuracy_problem
+
+    tolerance = spec.tolerance
+    if tolerance is None:
+        return Rejected(Status.WRONG_RESULT, f"precision {precision} needs an accuracy tolerance; "
+                                             f"search with --tolerance (e.g. --tolerance 1e-2)")
+    problem, worst = accuracy_problem(reference, first)
+    sets = 1
+    with torch.no_grad(), compile_lock():
+        while problem is None and worst <= tolerance and sets <= FRESH_INPUT_SETS:
+            fresh = loaded.with_inputs(spec.seed + sets)
+            expected = [t.clone() for t in flatten_outputs(fresh.call())]
+            try:
+                got = flatten_outputs(fresh.call(model))
+            except Exception as exc:  # a config that fails is a value, as the module docstring says
+                return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
+            problem, error = accuracy_problem(expected, got)
+            worst, sets = max(worst, error), sets + 1
+    where = f"on {sets} input set{'s' if sets > 1 else ''}"
+    if problem is not None:
+        return Rejected(Status.WRONG_RESULT, f"precision {precision}: {problem} ({where})")
+    if worst > tolerance:
+        return Rejected(Status.WRONG_RESULT, f"precision {precision}: max relative error {worst:.3g} exceeds "
+                                             f"--tolerance {tolerance:g} ({where})")
+    return f"precision {precision}: max relative error {worst:.3g} within --tolerance {tolerance:g} ({where})"
 
 
 def run_trial(request: TrialRequest) -> Measurement:
@@ -288,4 +335,4 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
                        baseline_ms=statistics.median(rounds[BASELINE]), speedup=sp.median if sp else None,
                        speedup_low=sp.low if sp else None, speedup_high=sp.high if sp else None,
                        intermediate=steps.all(rounds[BASELINE], rounds[CANDIDATE]),
-                       error=pruner.reason() if pruned else None)
+                       error=pruner.reason() if pruned else runner.note)

@@ -41,11 +41,22 @@ class LoadedModel:
     kwargs: dict
     device: str
     path: Path
+    get_inputs: Callable[[], Any] | None = None
 
     def call(self, model: Callable | None = None) -> Any:
         """Run `model` (a compiled wrapper, say) or the file's own model on the inputs."""
         fn = self.model if model is None else model
         return fn(*self.args, **self.kwargs)
+
+    def with_inputs(self, seed: int) -> "LoadedModel":
+        """The same model with the file's `get_inputs()` called afresh under `seed` (checked and
+        moved to the device like the first ones): more input sets to check a result on."""
+        if self.get_inputs is None:
+            raise ModelFileError(f"model file {self.path}: get_inputs() was not kept; load it with load_model_file")
+        _seed_everything(seed)
+        args, kwargs = _check_inputs(self.path, _call(self.path, self.get_inputs, "get_inputs()"))
+        return dataclasses.replace(self, args=tuple(t.to(self.device) for t in args),
+                                   kwargs={k: t.to(self.device) for k, t in kwargs.items()})
 
 
 def load_model_file(path: str | Path, *, seed: int = 0) -> LoadedModel:
@@ -93,7 +104,7 @@ def load_model_file(path: str | Path, *, seed: int = 0) -> LoadedModel:
     model = model.to(device)
     args = tuple(t.to(device) for t in args)
     kwargs = {k: t.to(device) for k, t in kwargs.items()}
-    return LoadedModel(model=model, args=args, kwargs=kwargs, device=device, path=path)
+    return LoadedModel(model=model, args=args, kwargs=kwargs, device=device, path=path, get_inputs=module.get_inputs)
 
 
 def eager_reference(loaded: LoadedModel) -> Any:

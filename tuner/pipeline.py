@@ -3,7 +3,8 @@
     from tuner.pipeline import Execution, MeasureSpec, SearchOptions, run_search
     results = run_search(SearchOptions(MeasureSpec("model.py"), trials=20), execution=Execution("local"))
 
-Nothing is written before the model file has loaded and run in eager mode. Then the store
+Nothing is written before the model file has loaded and run in eager mode, except the configs
+of the `@tuner.autotune` kernels its eager run launches (`tuner.kernel_discovery`). Then the store
 is opened (a new database gets the current schema; a read-only one is refused before any
 trial), the executor is built, and each platform is searched, confirmed and stored in turn.
 """
@@ -14,7 +15,9 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
-from tuner.errors import TunerError, UsageError
+from tuner.errors import ModelFileError, TunerError, UsageError
+from tuner.kernel_discovery import KernelLaunch, discover_kernels
+from tuner.objectives import LATENCY_ONLY, front_finalists
 from tuner.platform import Platform
 from tuner.search import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
 from tuner.settings import Settings
@@ -60,10 +63,15 @@ class SearchEvents(Protocol):
     tables from it). Implement it, or subclass it and override what you need: the methods
     here do nothing.
 
-    Order: `prepared` once; then for each platform `starting`, `searching`, `trial_started`
-    when a trial is handed to the executor and `trial_done` when it is recorded (trials in
-    flight at once interleave), and `finished` once its verdict is stored.
+    Order: `kernels_tuned` and `prepared` once; then for each platform `starting`, `searching`,
+    `trial_started` when a trial is handed to the executor and `trial_done` when it is recorded
+    (trials in flight at once interleave), and `finished` once its verdict is stored.
     """
+
+    def kernels_tuned(self, launches: tuple[KernelLaunch, ...]) -> None:
+        """The `@tuner.autotune` kernels the model's eager runs launched, one per key, with the
+        config each got from the search's database or a search (empty: none). Comes first,
+        before `prepared`; also, before the ModelFileError, when the model failed in eager mode."""
 
     def prepared(self, target: Target) -> None:
         """The model file loaded and ran in eager mode; its graphs and space are known."""
@@ -107,11 +115,12 @@ def run_search(options: SearchOptions, *, execution: Execution = Execution(), se
     settings = settings or Settings.from_env()
     events = events or _Quiet()
     measure = options.measure
-    target = prepare_target(measure.model_path, space_path=options.space, include_unsafe=options.unsafe,
-                            threads=measure.threads, seed=measure.seed)
+    target = _prepare_with_kernels(options, settings.db_url, events)
     events.prepared(target)
     # Absolute: trial processes run in their own scratch folders (and Ray nodes elsewhere).
-    options = replace(options, measure=replace(measure, model_path=str(Path(measure.model_path).expanduser().resolve())))
+    # kernel_db: the trials' @tuner.autotune kernels hit the configs stored while preparing.
+    options = replace(options, measure=replace(measure, model_path=str(Path(measure.model_path).expanduser().resolve()),
+                                               kernel_db=settings.db_url))
     with open_for_search(settings.db_url) as store:
         executor = get_executor(execution.executor, workers=execution.workers,
                                 address=execution.address or settings.ray_address,
@@ -127,11 +136,28 @@ def run_search(options: SearchOptions, *, execution: Execution = Execution(), se
             executor.close()
 
 
+def _prepare_with_kernels(options: SearchOptions, db_url: str, events: SearchEvents) -> Target:
+    """`prepare_target`, while the model's `@tuner.autotune` kernels use the search's database
+    (a hit launches the stored config; a miss searches and stores it), then `kernels_tuned`."""
+    measure = options.measure
+    with discover_kernels(db_url) as log:
+        try:
+            target = prepare_target(measure.model_path, space_path=options.space, include_unsafe=options.unsafe,
+                                    threads=measure.threads, seed=measure.seed, precision=options.precision)
+        except ModelFileError:
+            if log.launches():      # a kernel that could not be tuned fails the model's eager run
+                events.kernels_tuned(log.launches())
+            raise
+    events.kernels_tuned(log.launches())
+    return target
+
+
 def prepare_target(model_path: str, *, space_path: str | None = None, include_unsafe: bool = False,
-                   threads: int | None = None, seed: int = 0) -> Target:
+                   threads: int | None = None, seed: int = 0, precision: tuple[str, ...] = ()) -> Target:
     """Load and check the model file, capture its graphs, and pick the space for its device.
 
     With `threads`, sets torch's thread count in this process (it is part of a CPU platform).
+    `precision` (`--precision` modes) adds the precision knob to the space (`load_space`).
     Raises ModelFileError (one line, names the fix) for every kind of bad model file.
     """
     import torch
@@ -147,7 +173,8 @@ def prepare_target(model_path: str, *, space_path: str | None = None, include_un
     eager_reference(loaded)
     workload = capture_workload(loaded, name=Path(model_path).stem)
     platform = current_platform(loaded.device, threads=threads or torch.get_num_threads())
-    space = load_space(loaded.device, training=False, path=space_path, include_unsafe=include_unsafe)
+    space = load_space(loaded.device, training=False, path=space_path, include_unsafe=include_unsafe,
+                       precision=precision)
     return Target(workload=workload, platform=platform, space=space)
 
 
@@ -196,7 +223,9 @@ def pick_platforms(wanted: str | None, executor: Executor, target: Target) -> li
 def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor, user: str,
          events: SearchEvents) -> SearchResult:
     """Search for `target.platform`, then confirm the finalists against the default compile
-    and store the verdict. A resumed study is looked up once, and its trials read once."""
+    and store the verdict (finalists from the Pareto front of `job.objectives`, ranked by
+    `job.preferred`, when the search minimised more than latency: tuner.objectives). A resumed
+    study is looked up once, and its trials read once."""
     events.starting(target, database=store.safe_url)
     study = open_study(job, target, store, user=user)
     replayed = store.trials(study.id) if job.resume else []
@@ -205,13 +234,16 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
     driver.replay(replayed)
     events.searching(study, done=len(driver.records))
     outcome = driver.run(study)
-    finalists = pick_finalists(outcome.trials)
+    # Several objectives (or one other than latency): the finalists come from the Pareto front.
+    finalists = (pick_finalists(outcome.trials) if job.objectives == LATENCY_ONLY
+                 else front_finalists(outcome.trials, job.objectives, job.preferred))
     if not any(r.measurement.ok for r in outcome.trials):
         return SearchResult(target=target, outcome=outcome, verdict=None, stored=False)
     spec = replace(job.measure, platform_key=target.platform.key,
                    timeout_s=max(job.measure.timeout_s * (len(finalists) + 3), 600))
     try:
-        verdict = conclude(lambda request: _confirm(executor, request), spec, finalists, rounds=job.rounds)
+        verdict = conclude(lambda request: _confirm(executor, request), spec, finalists, rounds=job.rounds,
+                           in_order=job.preferred != "latency")
     except KeyboardInterrupt:
         raise SearchInterrupted(outcome, confirming=True)
     stored = False

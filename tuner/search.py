@@ -22,7 +22,9 @@ import optuna
 
 from tuner.errors import SpaceError, UsageError
 from tuner.memory_limit import MIN_MB, format_mb
+from tuner.objectives import LATENCY_ONLY, check_objectives, objective_values
 from tuner.platform import Platform
+from tuner.precision import check_tolerance
 from tuner.priors import LearnedFailures, first_candidates
 from tuner.pruning import PruneHistory, check_pruner
 from tuner.samplers import SAMPLERS, check_sampler, make_sampler
@@ -48,7 +50,11 @@ class SearchOptions:
 
     `measure` is how every trial and the confirmation measure the model file; the search
     fills in the platform being tuned. `space` is a JSON search-space file (None: the
-    built-in space for the model's device); `unsafe` adds the knobs that change numerics.
+    built-in space for the model's device); `unsafe` adds the knobs that change numerics;
+    `precision` (`--precision`) adds the precision knob over those modes (tuner.precision),
+    which needs `measure.tolerance` (`--tolerance`).
+    `objectives` (`--objective`, tuner.objectives) are what the study minimises; `prefer`
+    (`--prefer`, None: the first objective) picks the operating point confirmed and stored.
     Made with values the search cannot run, it raises UsageError naming the flag.
     """
 
@@ -62,6 +68,9 @@ class SearchOptions:
     unsafe: bool = False
     warm_start: bool = True       # enqueue stored best configs after the seeds (tuner.priors)
     pruner: str = "median"        # tuner.pruning.PRUNERS: stops clearly slow trials' rounds early
+    precision: tuple[str, ...] = ()   # tuner.precision modes beside fp32 (--precision); () for fp32 only
+    objectives: tuple[str, ...] = LATENCY_ONLY   # tuner.objectives.OBJECTIVES names (--objective)
+    prefer: str | None = None     # one of `objectives` (--prefer); None: the first
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -73,12 +82,19 @@ class SearchOptions:
         if self.sampler not in SAMPLERS:
             raise UsageError(f"unknown sampler {self.sampler!r}; choose one of: {', '.join(SAMPLERS)}")
         check_pruner(self.pruner)
+        check_objectives(self.objectives, self.preferred, self.sampler)
+        check_tolerance(self.precision, self.measure.tolerance)
         if self.measure.threads is not None and self.measure.threads < 1:
             raise UsageError(f"--threads must be at least 1, got {self.measure.threads}")
         cap = self.measure.memory_limit_mb
         if cap is not None and cap < MIN_MB:
             raise UsageError(f"--memory-limit {format_mb(cap)} is below {format_mb(MIN_MB)}, too little for a trial "
                              f"process to load torch and compile; give at least {format_mb(MIN_MB)}, e.g. 4G")
+
+    @property
+    def preferred(self) -> str:
+        """The objective that picks the stored operating point (`prefer`, or the first objective)."""
+        return self.prefer or self.objectives[0]
 
 
 @dataclass(frozen=True)
@@ -126,11 +142,14 @@ def open_study(job: SearchOptions, target: Target, store: Store, *, user: str) -
         if study is None:
             raise UsageError(f"no earlier search of {job.measure.model_path} on this platform to resume; "
                              f"run without --resume")
+        if (study.objectives, study.prefer) != (job.objectives, job.preferred):
+            raise UsageError(f"the study being resumed searched --objective {','.join(study.objectives)} "
+                             f"--prefer {study.prefer}; resume with those, or run without --resume")
         return study
     return store.create_study(workload_key=target.workload.key, platform_key=target.platform.key,
                               space_hash=target.space.hash, sampler=job.sampler, seed=job.seed,
                               trials_requested=job.trials, user=user, host=socket.gethostname(),
-                              tuner_version=__version__)
+                              tuner_version=__version__, objectives=job.objectives, prefer=job.preferred)
 
 
 class Driver:
@@ -146,14 +165,16 @@ class Driver:
         self.on_start = on_start or (lambda number, params: None)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler = make_sampler(job.sampler, job.seed, target.space)
-        self.optuna = optuna.create_study(direction="minimize", sampler=sampler)
+        self.objectives = job.objectives
+        self.optuna = optuna.create_study(directions=["minimize"] * len(job.objectives), sampler=sampler)
         self.records: dict[str, TrialRecord] = {}         # candidate key -> recorded trial
         self.in_flight: dict[int, tuple[Any, Candidate]] = {}   # trial number -> (optuna trial, candidate)
         self.next_number = 0
         self.failures = LearnedFailures(store, target.platform.key)
         self.seeds = target.space.seeds()
         self.warm_why: dict[str, str] = {}                # candidate key -> where its warm start came from
-        self.pruning = PruneHistory(job.pruner, min_rounds=self.spec.plan().min_rounds,
+        pruner = job.pruner if job.objectives == LATENCY_ONLY else "none"   # tuner.objectives: no pruning
+        self.pruning = PruneHistory(pruner, min_rounds=self.spec.plan().min_rounds,
                                     exempt={target.space.candidate(p).key for p in self.seeds})
 
     def replay(self, records: list[TrialRecord]) -> None:
@@ -170,7 +191,8 @@ class Driver:
                 params = None
             if params is not None:
                 self.optuna.add_trial(optuna.trial.create_trial(
-                    params=params, distributions=space.distributions(params), **_replay_args(rec.measurement)))
+                    params=params, distributions=space.distributions(params),
+                    **_replay_args(rec.measurement, self.objectives)))
             self.records[rec.candidate_key] = rec
 
     def run(self, study: StudyInfo) -> SearchOutcome:
@@ -236,7 +258,7 @@ class Driver:
                 candidate = self.target.space.candidate(self.target.space.suggest(trial))
             known = self.records.get(candidate.key)
             if known is not None:
-                _tell(self.optuna, trial, known.measurement)
+                _tell(self.optuna, trial, known.measurement, self.objectives)
                 continue
             if candidate.key in in_flight_keys:
                 self.optuna.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -282,33 +304,38 @@ class Driver:
             self.on_result(record)
         if measurement.ok:
             self.pruning.add(measurement.intermediate)
-        _tell(self.optuna, trial, measurement)
+        _tell(self.optuna, trial, measurement, self.objectives)
         self.failures.heard(measurement)
 
 
-def _tell(study: optuna.Study, trial: Any, measurement: Measurement) -> None:
+def _tell(study: optuna.Study, trial: Any, measurement: Measurement,
+          objectives: tuple[str, ...] = LATENCY_ONLY) -> None:
     """Tell Optuna a result. A pruned trial reports its step values first, so Optuna keeps its
-    last one as its value and TPE ranks it among the pruned by how far it got and how it did."""
-    if measurement.status is Status.PRUNED:
+    last one as its value and TPE ranks it among the pruned by how far it got and how it did
+    (latency alone: Optuna takes no intermediate values in a study of several objectives)."""
+    if measurement.status is Status.PRUNED and objectives == LATENCY_ONLY:
         for step, value in measurement.steps.items():
             trial.report(value, step)
-    study.tell(trial, **_tell_args(measurement))
+    study.tell(trial, **_tell_args(measurement, objectives))
 
 
-def _tell_args(measurement: Measurement) -> dict[str, Any]:
-    """Arguments for `study.tell`: the paired ratio (`Measurement.objective`), or a failed trial."""
-    if measurement.objective is not None:
-        return {"state": optuna.trial.TrialState.COMPLETE, "values": measurement.objective}
+def _tell_args(measurement: Measurement, objectives: tuple[str, ...] = LATENCY_ONLY) -> dict[str, Any]:
+    """Arguments for `study.tell`: the paired ratio (`Measurement.objective`), or with other
+    `objectives` each of their values (`tuner.objectives`), or a failed trial."""
+    values = (measurement.objective if objectives == LATENCY_ONLY
+              else objective_values(measurement, objectives))
+    if values is not None:
+        return {"state": optuna.trial.TrialState.COMPLETE, "values": values}
     if measurement.status is Status.PRUNED:
         return {"state": optuna.trial.TrialState.PRUNED}
     return {"state": optuna.trial.TrialState.FAIL}
 
 
-def _replay_args(measurement: Measurement) -> dict[str, Any]:
-    """Arguments for `optuna.trial.create_trial` (which spells `value`, not `values`)."""
-    args = _tell_args(measurement)
-    if "values" in args:
+def _replay_args(measurement: Measurement, objectives: tuple[str, ...] = LATENCY_ONLY) -> dict[str, Any]:
+    """Arguments for `optuna.trial.create_trial` (which spells `value` for one objective, not `values`)."""
+    args = _tell_args(measurement, objectives)
+    if "values" in args and objectives == LATENCY_ONLY:
         args["value"] = args.pop("values")
-    if measurement.status is Status.PRUNED:
+    if measurement.status is Status.PRUNED and objectives == LATENCY_ONLY:
         args["intermediate_values"] = measurement.steps
     return args

@@ -150,6 +150,14 @@ class MeasureSpec:
     (`tuner.timing`): at least `min_rounds`, at most `repeat`, stopping early once the
     interval of the median ratio is narrower than `target_width` (relative) or after
     `budget_s` seconds of rounds.
+
+    `tolerance` (`--tolerance`) is the largest norm-wise relative error against the fp32 eager
+    reference a candidate whose precision is not fp32 may have (`tuner.precision`); fp32
+    candidates keep the per-dtype check. None: no such candidate is accepted.
+
+    `kernel_db` is the database the model's `@tuner.autotune` kernels declared without `db=`
+    use in the trial process (`tuner search` sets its own, so they hit what it stored);
+    None: their own default.
     """
 
     model_path: str
@@ -163,6 +171,8 @@ class MeasureSpec:
     min_rounds: int = 6
     target_width: float | None = 0.05
     budget_s: float | None = 10.0
+    tolerance: float | None = None
+    kernel_db: str | None = None
 
     def plan(self) -> RoundPlan:
         """The rounds protocol of one trial."""

@@ -136,20 +136,28 @@ def request(spec: MeasureSpec, variants: list[tuple[str, Candidate | None]], rou
 
 
 def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, finalists: tuple[Finalist, ...],
-             *, rounds: int) -> Verdict:
-    """Steps 1-3 of the module docstring; `run` measures one confirmation (raises on failure)."""
+             *, rounds: int, in_order: bool = False) -> Verdict:
+    """Steps 1-3 of the module docstring; `run` measures one confirmation (raises on failure).
+
+    With `in_order` (finalists ranked by another objective than latency, `tuner.objectives`),
+    step 1 keeps the first finalist that clears the noise, else eager if it does (it compiles
+    nothing), and step 2 is skipped: the ablation weighs knobs by latency alone and would drop
+    those that save memory or compile time.
+    """
     selection = run(request(spec, [(EAGER, None), (DEFAULT, Candidate()),
                                    *((f.label, f.candidate) for f in finalists)], rounds))
     _require_default(selection)
     choose_on, report_on = halves(selection)
-    chosen = choose(choose_on, [EAGER, *(f.label for f in finalists)])
+    labels = [f.label for f in finalists]
+    chosen = choose(choose_on, [*labels, EAGER] if in_order else [EAGER, *labels], first=in_order)
     by_label = {f.label: f for f in finalists}
     if chosen in (DEFAULT, EAGER):
         claims = _speedups(report_on)
         return _checked(Verdict(finalists, selection, chosen, None, chosen == EAGER, claims.get(chosen),
                                 None, selection))
     choice = by_label[chosen]
-    ablation = ablate(run, spec, choice, rounds=rounds) if len(choice.candidate.params) > 1 else None
+    ablate_it = len(choice.candidate.params) > 1 and not in_order
+    ablation = ablate(run, spec, choice, rounds=rounds) if ablate_it else None
     minimal = _minimal(choice, ablation)
     if minimal.candidate == choice.candidate and not choice.freezes:
         claims = _speedups(report_on)
@@ -158,10 +166,13 @@ def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, 
     return _claim_run(run, spec, finalists, selection, choice, minimal, ablation, rounds=rounds)
 
 
-def choose(result: ConfirmResult, labels: list[str]) -> str:
-    """The label with the highest median speedup over DEFAULT among those that clear the noise."""
+def choose(result: ConfirmResult, labels: list[str], *, first: bool = False) -> str:
+    """The label with the highest median speedup over DEFAULT among those that clear the noise
+    (with `first`: the first of them in `labels`' order); DEFAULT when none does."""
     sp = _speedups(result)
     winners = [label for label in labels if sp.get(label) is not None and sp[label].clears_noise]
+    if first:
+        return winners[0] if winners else DEFAULT
     return max(winners, key=lambda label: sp[label].median, default=DEFAULT)
 
 

@@ -52,13 +52,17 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
     if parent_pid is not None:
         die_with_parent(parent_pid)
     job = json.loads(Path(job_path).read_text())
-    if job["kind"] == "trial":
-        result = run_trial_job(job["request"])
-    elif job["kind"] == "confirm":
-        from tuner.confirm import ConfirmRequest, run_confirmation
-        result = run_confirmation(ConfirmRequest.from_json(job["request"])).to_json()
-    else:
-        raise SystemExit(f"unknown job kind {job['kind']!r}")
+    from tuner.kernel_db import search_database
+
+    # The model's @tuner.autotune kernels read (and store) their configs in the search's database.
+    with search_database(job["request"].get("spec", {}).get("kernel_db")):
+        if job["kind"] == "trial":
+            result = run_trial_job(job["request"])
+        elif job["kind"] == "confirm":
+            from tuner.confirm import ConfirmRequest, run_confirmation
+            result = run_confirmation(ConfirmRequest.from_json(job["request"])).to_json()
+        else:
+            raise SystemExit(f"unknown job kind {job['kind']!r}")
     tmp = Path(result_path + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.replace(result_path)   # the driver never reads a half-written result

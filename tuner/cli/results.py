@@ -16,7 +16,7 @@ from tuner.settings import Settings
 from tuner.text import key_values
 
 if TYPE_CHECKING:
-    from tuner.storage import BestConfig, TrialRecord
+    from tuner.storage import BestConfig, StudyInfo, TrialRecord
 
 
 def add_results_parsers(subparsers: Any) -> None:
@@ -35,12 +35,33 @@ def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
     target = prepare_target(args.model)
     with Store.open(settings.db_url, readonly=True) as store:
         bests = store.workload_best(target.workload.key, target.platform.key)
+        study = store.last_study(target.workload.key, target.platform.key)
+        # a study of several objectives: its Pareto front is shown below the verdict
+        trials = store.trials(study.id) if study is not None and study.objectives != ("latency",) else []
     if not bests:
         print(f"no stored config for {args.model} on {target.platform.describe()}; "
               f"run: tuner search {args.model}", file=sys.stderr)
         return 1
     print(workload_best_text(bests))
+    if trials:
+        print(front_text(study, trials))
     return 0
+
+
+def front_text(study: "StudyInfo", records: "list[TrialRecord]") -> str:
+    """The Pareto front of a study's ok trials on its objectives, best on its preference first:
+    trial number, latency ratio to the defaults, peak MB, compile s and knobs (`tuner.objectives`)."""
+    from tuner.objectives import front, preferred_order
+
+    points = preferred_order(front(records, study.objectives), study.objectives, study.prefer)
+    ok = sum(1 for r in records if r.measurement.ok)
+    head = (f"Pareto front of study {study.id} (objectives {', '.join(study.objectives)}; prefer {study.prefer}): "
+            f"{len(points)} of {ok} ok trials, best on {study.prefer} first")
+    rows = [("#", "latency ratio", "peak MB", "compile s", "knobs")]
+    rows += [(str(r.number), _fmt(r.measurement.objective), _fmt(r.measurement.peak_mem_mb, ".0f"),
+              _fmt(r.measurement.compile_s, ".1f"), key_values(sorted(r.params.items())) or "defaults")
+             for r in points]
+    return head + "\n" + format_table(rows)
 
 
 def workload_best_text(bests: "list[BestConfig]") -> str:
@@ -126,7 +147,7 @@ def trials_table(records: "list[TrialRecord]") -> str:
         m = r.measurement
         label = key_values(sorted(r.params.items())) or "defaults"
         headline = (m.error or "").partition("\n")[0][:100]
-        detail = label if m.ok else f"{label} | {headline}"
+        detail = label if m.ok and not headline else f"{label} | {headline}"   # ok: a precision's error
         versus = (speedup_text(m),) if paired else ()
         rows.append((str(r.number), m.status.value, _fmt(m.latency_ms), *versus, _fmt(m.spread_ms),
                      _fmt(m.compile_s, ".1f"), _fmt(m.peak_mem_mb, ".0f"), detail))

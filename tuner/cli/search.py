@@ -10,6 +10,7 @@ from tuner.settings import Settings
 
 if TYPE_CHECKING:
     from tuner.cli.progress import Progress
+    from tuner.kernel_discovery import KernelLaunch
     from tuner.pipeline import SearchInterrupted, SearchResult, Target
     from tuner.search import SearchOutcome
     from tuner.storage.records import StudyInfo, TrialRecord
@@ -28,6 +29,17 @@ def add_search_parser(subparsers: Any) -> None:
     s.add_argument("--timeout", type=float, default=None, metavar="S", help="deadline per trial in seconds")
     s.add_argument("--space", metavar="FILE", help="JSON search-space file (default: the built-in space)")
     s.add_argument("--unsafe", action="store_true", help="include knobs that change numerics")
+    s.add_argument("--precision", default=None, metavar="MODES",
+                   help="also try these precisions, e.g. fp32,bf16-autocast (fp32, tf32, bf16-autocast, "
+                        "fp16-autocast, bf16); needs --tolerance")
+    s.add_argument("--tolerance", type=float, default=None, metavar="REL",
+                   help="largest relative error vs fp32 eager a reduced-precision candidate may have, e.g. 1e-2")
+    s.add_argument("--objective", default="latency", metavar="NAMES",
+                   help="what to minimise: latency (default), memory, compile_time, or several comma-separated "
+                        "for a Pareto front, e.g. latency,memory")
+    s.add_argument("--prefer", default=None, metavar="NAME",
+                   help="with several objectives, the one whose best front point is confirmed and stored "
+                        "(default: the first)")
     s.add_argument("--no-warm-start", dest="warm_start", action="store_false",
                    help="do not try stored best configs of this model elsewhere and of the nearest models first")
     s.add_argument("--resume", action="store_true", help="continue the last study of this model and platform")
@@ -51,7 +63,9 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     Interrupted (SearchInterrupted), it prints the summary of what finished and lets the
     interrupt go on to `tuner.cli.main` (exit 130)."""
     from tuner.memory_limit import parse_size_mb
+    from tuner.objectives import parse_objectives, pruning_notice
     from tuner.pipeline import Execution, SearchInterrupted, run_search
+    from tuner.precision import parse_precisions
     from tuner.search import SearchOptions
     from tuner.trial import MeasureSpec
 
@@ -59,10 +73,14 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     memory_limit_mb = None if args.memory_limit is None else parse_size_mb(args.memory_limit)
     spec = MeasureSpec(model_path=args.model, seed=args.seed, threads=args.threads or settings.threads or None,
                        repeat=args.repeat, timeout_s=args.timeout or settings.trial_timeout_s,
-                       memory_limit_mb=memory_limit_mb)
+                       memory_limit_mb=memory_limit_mb, tolerance=args.tolerance)
+    precision = () if args.precision is None else parse_precisions(args.precision)
     options = SearchOptions(measure=spec, trials=args.trials, sampler=args.sampler, seed=args.seed,
                             resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe,
-                            pruner=args.pruner, warm_start=args.warm_start)
+                            pruner=args.pruner, warm_start=args.warm_start, precision=precision,
+                            objectives=parse_objectives(args.objective), prefer=args.prefer)
+    if (notice := pruning_notice(options.objectives, options.pruner)) is not None:
+        print(f"notice: {notice}", file=sys.stderr)
     execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform)
     printer = SearchPrinter(args.trials)
     try:
@@ -89,13 +107,19 @@ def warm_start_lines(outcome: SearchOutcome) -> list[str]:
 
 
 class SearchPrinter:
-    """The search's `SearchEvents` as the terminal shows them: notices and the "tuning" line on
-    stderr, the live progress while trials run (`tuner.cli.progress`: a panel on a terminal,
-    plain lines elsewhere), then each platform's summary table on stdout."""
+    """The search's `SearchEvents` as the terminal shows them: the `kernel:` lines, notices and
+    the "tuning" line on stderr, the live progress while trials run (`tuner.cli.progress`: a
+    panel on a terminal, plain lines elsewhere), then each platform's summary table on stdout."""
 
     def __init__(self, trials: int):
         self.trials = trials
         self.progress: Progress | None = None
+
+    def kernels_tuned(self, launches: tuple[KernelLaunch, ...]) -> None:
+        from tuner.kernel_discovery import describe_launch
+
+        for launch in launches:
+            print(f"kernel: {describe_launch(launch)}", file=sys.stderr)
 
     def prepared(self, target: Target) -> None:
         for notice in target.space.notices:

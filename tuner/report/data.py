@@ -102,6 +102,19 @@ def running_best(points: list[HistoryPoint]) -> list[tuple[int, float]]:
     return out
 
 
+def pareto_points(trials: tuple[TrialRecord, ...], objectives: tuple[str, ...]
+                  ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(every ok trial, the Pareto front on all `objectives`) as points of the first two
+    objectives' values (`tuner.objectives`); both empty for fewer than two objectives."""
+    from tuner.objectives import front, objective_values
+
+    if len(objectives) < 2:
+        return [], []
+    found = [v[:2] for r in trials if (v := objective_values(r.measurement, objectives)) is not None]
+    on_front = [objective_values(r.measurement, objectives)[:2] for r in front(trials, objectives)]
+    return found, on_front
+
+
 def ok_latencies(trials: tuple[TrialRecord, ...]) -> list[float]:
     """The median latency (ms) of every ok trial that has one."""
     return [r.measurement.latency_ms for r in trials if r.measurement.ok and r.measurement.latency_ms is not None]

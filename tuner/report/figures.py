@@ -68,6 +68,27 @@ def history_figure(points: Sequence[HistoryPoint]) -> bytes | None:
     return _png(fig)
 
 
+def pareto_figure(points: Sequence[tuple[float, float]], front: Sequence[tuple[float, float]], *,
+                  xlabel: str, ylabel: str, joined: bool = True) -> bytes | None:
+    """Every ok trial on the first two objectives, the Pareto front highlighted (and, with `joined`,
+    joined in order of the first: a front of more objectives seen in two is no staircase); None
+    without points."""
+    if not points:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.scatter([x for x, _ in points], [y for _, y in points], s=16, color="0.6", label="ok trial")
+    line = sorted(front)
+    ax.plot([x for x, _ in line], [y for _, y in line], "o-" if joined else "o", color="tab:red", markersize=6,
+            label="Pareto front")
+    ax.set_xlabel(f"{xlabel} (lower is better)")
+    ax.set_ylabel(f"{ylabel} (lower is better)")
+    ax.set_title("Pareto front")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
 def importance_figure(importances: Mapping[str, float]) -> bytes | None:
     """A horizontal bar per knob, most important on top; None when there are none."""
     if not importances:

@@ -5,9 +5,9 @@ no external URL, so it can be mailed or attached to an issue. A section whose fi
 cannot make shows one line saying why instead.
 
 Sections, in order: the kept config, the optimization history, parameter importances, the
-distribution of latencies, the failures and the operator profile. A Pareto front belongs
-after the latencies once trials store more than one objective (today a trial has one: its
-paired latency ratio to the defaults, `Measurement.objective`); until then there is no section.
+distribution of latencies, the Pareto front (only for a study of several objectives,
+`tuner search --objective`: its first two, the front on all of them highlighted), the
+failures and the operator profile.
 """
 from __future__ import annotations
 
@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.report import figures
-from tuner.report.data import (ReportData, failure_rows, history_points, ok_latencies, seed_label,
-                               status_counts)
+from tuner.report.data import (ReportData, failure_rows, history_points, ok_latencies, pareto_points,
+                               seed_label, status_counts)
 from tuner.report.importance import parameter_importances
 from tuner.report.tables import best_html, esc, failures_html, note, profile_html, summary_html
 
 if TYPE_CHECKING:
     from tuner.report.profile import ProfileResult
 
-HISTORY, IMPORTANCES, LATENCIES = FIGURE_FILES = ("history.png", "importances.png", "latencies.png")
+HISTORY, IMPORTANCES, LATENCIES, PARETO = FIGURE_FILES = ("history.png", "importances.png", "latencies.png",
+                                                          "pareto.png")
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:60rem;margin:2rem auto;
 padding:0 1rem;color:#1d2330;line-height:1.45}
@@ -60,7 +61,7 @@ def write_report(data: ReportData, out: Path, *, profile: ProfileResult | str) -
     `profile` is the operator profile, or the one line saying why there is none.
     """
     sections = [_Section("Kept config", best_html(data.bests, data.graphs)),
-                _history(data), _importances(data), _latencies(data),
+                _history(data), _importances(data), _latencies(data), *_pareto(data),
                 _Section("Failures by status", failures_html(failure_rows(data.trials), status_counts(data.trials))),
                 _Section("Operator profile: default compile against the kept config",
                          note(profile) if isinstance(profile, str) else profile_html(profile))]
@@ -115,6 +116,22 @@ def _latencies(data: ReportData) -> _Section:
     png = figures.latency_figure(ok_latencies(data.trials), default_ms=default_ms, best_ms=best_ms)
     return _figure_section("Distribution of latencies", LATENCIES, png,
                            why_not="no ok trial has a latency")
+
+
+def _pareto(data: ReportData) -> list[_Section]:
+    """The Pareto section, for a study of several objectives only; none otherwise."""
+    from tuner.objectives import OBJECTIVES
+
+    objectives = data.study.objectives if data.study is not None else ()
+    if len(objectives) < 2:
+        return []
+    points, front = pareto_points(data.trials, objectives)
+    x, y = (OBJECTIVES[name].label for name in objectives[:2])
+    png = figures.pareto_figure(points, front, xlabel=x, ylabel=y, joined=len(objectives) == 2)
+    caption = (f"The study minimised {', '.join(objectives)} and prefers {data.study.prefer}; "
+               f"{len(front)} of {len(points)} ok trials are on the front (on all its objectives).")
+    return [_figure_section("Pareto front", PARETO, png, why_not="no ok trial has every objective's value",
+                            caption=caption)]
 
 
 def _page(data: ReportData, sections: list[_Section]) -> str:
