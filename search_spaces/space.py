@@ -213,7 +213,7 @@ class SearchSpace:
         """Optuna distributions by knob name: of every knob, or only of the keys of `params`
         (what `optuna.trial.create_trial(params=..., distributions=...)` needs)."""
         names = list(self._by_name) if params is None else [self.knob(n).name for n in params]
-        return {name: _distribution(self._by_name[name]) for name in names}
+        return {name: knob_distribution(self._by_name[name]) for name in names}
 
     def replay_params(self, candidate_params: Mapping[str, Any]) -> dict[str, Any]:
         """Fill a stored Candidate's params back to a full, consistent Optuna param dict.
@@ -274,7 +274,8 @@ def _grid(knob: Knob) -> Sequence[Any]:
     return [float(f"{knob.low + i * step:.12g}") for i in range(count)]
 
 
-def _distribution(knob: Knob) -> Any:
+def knob_distribution(knob: Knob) -> Any:
+    """The Optuna distribution a search suggests `knob` from."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     if knob.kind == "bool":

@@ -17,7 +17,7 @@ from optuna.distributions import (BaseDistribution, CategoricalDistribution, Flo
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search_spaces.catalogue import ALLOWED
-from tuner.search_spaces.knobs import Knob
+from tuner.search_spaces.space import knob_distribution
 from tuner.storage.records import TrialRecord
 from tuner.trial import Measurement, Status
 from tuner.verdict import measured_speedup
@@ -70,24 +70,13 @@ def knob_distributions(records: Sequence[TrialRecord]) -> dict[str, BaseDistribu
     for knob in sorted(seen):
         values = seen[knob]
         if knob in ALLOWED:
-            catalogued = _catalogued(ALLOWED[knob])
+            catalogued = knob_distribution(ALLOWED[knob])
             if _holds(catalogued, [*values, ALLOWED[knob].default]):
                 found[knob] = catalogued
                 continue
             values = [*values, ALLOWED[knob].default]
         found[knob] = _from_values(values)
     return found
-
-
-def _catalogued(knob: Knob) -> BaseDistribution:
-    """The distribution a search suggests `knob` from (as `SearchSpace.distributions` builds it)."""
-    if knob.kind == "bool":
-        return CategoricalDistribution((False, True))
-    if knob.kind == "choice":
-        return CategoricalDistribution(knob.choices)
-    if knob.kind == "int":
-        return IntDistribution(int(knob.low), int(knob.high), log=knob.log, step=int(knob.step or 1))
-    return FloatDistribution(float(knob.low), float(knob.high), log=knob.log, step=knob.step)
 
 
 def _holds(distribution: BaseDistribution, values: list[Any]) -> bool:
