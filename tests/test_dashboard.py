@@ -1,8 +1,9 @@
 """`tuner dashboard`: stored trials become an Optuna journal that Optuna loads back, and a real
-optuna-dashboard serves it on loopback until it is stopped."""
+optuna-dashboard serves it on loopback, following new trials, until it is stopped."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -120,22 +121,32 @@ def _get_json(url: str, deadline: float, server: subprocess.Popen) -> object:
             time.sleep(0.5)
 
 
-def test_it_serves_the_studies_on_loopback_until_stopped(stored: str, tmp_path: Path) -> None:
+def test_it_serves_the_studies_on_loopback_follows_new_trials_and_stops(stored: str, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'live.db'}"          # a copy: this test adds a trial
+    shutil.copy(stored.removeprefix("sqlite:///"), tmp_path / "live.db")
     port = _free_port()
     journal = tmp_path / "served.log"
-    server = subprocess.Popen([sys.executable, "-m", "tuner", "dashboard", TINY, "--db", stored,
+    server = subprocess.Popen([sys.executable, "-m", "tuner", "dashboard", TINY, "--db", url,
                                "--journal", str(journal), "--port", str(port)],
                               cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         answer = _get_json(f"http://127.0.0.1:{port}/api/studies", time.monotonic() + 120, server)
         assert sorted((s["study_name"], s["directions"]) for s in answer["study_summaries"]) == [
             ("tiny_mlp study 1", ["minimize"]), ("tiny_mlp study 2", ["minimize"])]
+        second = next(s["study_id"] for s in answer["study_summaries"] if s["study_name"] == "tiny_mlp study 2")
         with pytest.raises(OSError):          # bound to loopback only
             socket.create_connection((_outside_address(), port), timeout=2).close()
+        with Store.open(url) as store:        # a search still running records another trial
+            store.record_trial(2, TrialRecord(2, "k4", {"max_fusion_size": 8}, Measurement(Status.OK, 0.8, speedup=1.2),
+                                              finished_at=AT))
+        deadline = time.monotonic() + 60
+        while len(_get_json(f"http://127.0.0.1:{port}/api/studies/{second}", deadline, server)["trials"]) < 3:
+            assert time.monotonic() < deadline, "the dashboard did not show the new trial within 60 s"
+            time.sleep(1)
     finally:
         out, err = _stop(server)
     assert server.returncode == 0, err
-    assert f"optuna-dashboard on http://127.0.0.1:{port}/ (Ctrl-C stops it)" in out
+    assert f"optuna-dashboard on http://127.0.0.1:{port}/, following the database (Ctrl-C stops it)" in out
 
 
 def _stop(server: subprocess.Popen) -> tuple[str, str]:

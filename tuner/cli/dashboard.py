@@ -13,6 +13,8 @@ import errno
 import os
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from tuner.storage import StudyInfo, TrialRecord
 
 HOST = "127.0.0.1"     # never another interface: the dashboard has no authentication
+REFRESH_S = 5.0       # how often a served dashboard re-reads the database
 INSTALL = "pip install '.[dashboard]' in the tuner checkout (or: pip install optuna-dashboard)"
 
 
@@ -66,9 +69,44 @@ def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
     if args.export_only:
         print(f"serve it with: optuna-dashboard {journal}")
         return 0
-    print(f"optuna-dashboard on http://{HOST}:{args.port}/ (Ctrl-C stops it)", flush=True)
-    _serve(journal, args.port)
+    print(f"optuna-dashboard on http://{HOST}:{args.port}/, following the database (Ctrl-C stops it)",
+          flush=True)
+    follow = _Follow(settings.db_url, target.workload.key, target.platform.key, journal,
+                     model=Path(args.model).stem, seen=_fingerprint(rows))
+    _serve(journal, args.port, follow)
     return 0
+
+
+def _fingerprint(rows: "list[tuple[StudyInfo, TrialRecord]]") -> tuple[tuple[int, int, str], ...]:
+    """What identifies the stored trials: a new or re-measured trial changes it."""
+    return tuple(sorted((study.id, r.number, r.measurement.status.value) for study, r in rows))
+
+
+class _Follow:
+    """Re-reads the model's stored trials (read-only) and, when they changed, writes the journal
+    anew: so the dashboard follows a search that is still running."""
+
+    def __init__(self, url: str, workload_key: str, platform_key: str, journal: Path, *, model: str,
+                 seen: tuple[tuple[int, int, str], ...]):
+        self.url, self.keys, self.journal, self.model, self.seen = url, (workload_key, platform_key), journal, model, seen
+
+    def __call__(self) -> bool:
+        """True when the journal was rewritten; a database or file problem keeps the last one."""
+        from tuner.storage import Store
+
+        try:
+            with Store.open(self.url, readonly=True) as store:
+                rows = store.trials_for_workload(*self.keys)
+                where = store.safe_url
+            if _fingerprint(rows) == self.seen:
+                return False
+            write_journal(rows, self.journal, model=self.model, database=where)
+        except (TunerError, OSError) as exc:
+            print(f"warning: the dashboard keeps the trials it has; reading the database failed: {exc}",
+                  file=sys.stderr)
+            return False
+        self.seen = _fingerprint(rows)
+        return True
 
 
 def write_journal(rows: "list[tuple[StudyInfo, TrialRecord]]", journal: Path, *, model: str, database: str) -> int:
@@ -113,8 +151,9 @@ def _dashboard_installed() -> bool:
     return True
 
 
-def _serve(journal: Path, port: int) -> None:
-    """Serve the journal with optuna-dashboard's WSGI app until Ctrl-C or SIGTERM.
+def _serve(journal: Path, port: int, refresh: Callable[[], bool]) -> None:
+    """Serve the journal with optuna-dashboard's WSGI app until Ctrl-C or SIGTERM; every
+    REFRESH_S seconds `refresh()` may rewrite the journal, and the server then serves the new one.
 
     Requests are handled in a thread of their own, so that the interrupt always reaches this
     one: raised inside a request (as with `optuna_dashboard.run_server`), the WSGI handler
@@ -126,9 +165,11 @@ def _serve(journal: Path, port: int) -> None:
     from optuna.storages.journal import JournalFileBackend
     from optuna_dashboard import wsgi
 
-    app = wsgi(JournalStorage(JournalFileBackend(str(journal))))
+    def app() -> Any:
+        return wsgi(JournalStorage(JournalFileBackend(str(journal))))
+
     try:
-        server = make_server(HOST, port, app)
+        server = make_server(HOST, port, app())
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
@@ -137,8 +178,13 @@ def _serve(journal: Path, port: int) -> None:
         thread = threading.Thread(target=server.serve_forever, name="optuna-dashboard", daemon=True)
         thread.start()
         try:
+            last = time.monotonic()
             while thread.is_alive():
                 thread.join(0.5)
+                if time.monotonic() - last >= REFRESH_S:
+                    if refresh():
+                        server.set_app(app())      # a fresh storage reads the rewritten journal
+                    last = time.monotonic()
         except KeyboardInterrupt:
             pass
         finally:
