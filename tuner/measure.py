@@ -10,6 +10,7 @@ node's measure lock (`tuner.node_lock`).
 """
 from __future__ import annotations
 
+import copy
 import os
 import random
 import resource
@@ -29,7 +30,7 @@ from tuner.timing import calibrate, interleaved_rounds, time_samples
 from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
 
 __all__ = ["Rejected", "Runner", "calibrate", "check_precision", "compare_outputs", "median_and_iqr", "prepare",
-           "run_trial", "time_samples"]
+           "prepare_training", "run_trial", "time_samples"]
 CANDIDATE, BASELINE = "candidate", "default"
 
 # (rtol, atol) by dtype. Inductor reorders reductions and fuses, so fp32 gets more
@@ -219,12 +220,16 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     and compares its output with the reference. A failing first call or a mismatch is a
     `Rejected`; a broken model file or unknown knobs raise (the caller's boundary records them).
     A precision other than fp32 is checked by `check_precision` instead of `compare_outputs`.
+    With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.compiler import compile_config, compile_model
     from tuner.modelfile import flatten_outputs, load_model_file
     from tuner.node_lock import compile_lock
+    from tuner.training import TRAIN
 
-    loaded = load_model_file(spec.model_path, seed=spec.seed)
+    if spec.mode == TRAIN:      # whole training steps, checked on the loss and gradients
+        return prepare_training(spec, params)
+    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
     with torch.no_grad():
         reference = [t.clone() for t in flatten_outputs(loaded.call())]
         model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
@@ -246,6 +251,37 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
             return Rejected(Status.WRONG_RESULT, mismatch)
     return Runner(call=lambda: loaded.call(model), sync=device_sync(loaded.device), device=loaded.device,
                   compile_s=None if params is None else compile_s, note=note)
+
+
+def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Runner | Rejected:
+    """`prepare` in train mode (`tuner.training`): load the file afresh under `spec.seed`, take an
+    eager step's loss and gradients as the reference (weights and buffers restored after), compile
+    `params` (None: eager), make the first step (with the optimizer's) under the compile lock and
+    compare its loss and gradients with the reference (`compare_outputs`). `call` is one whole
+    step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
+    from tuner.compiler import compile_config, compile_model
+    from tuner.modelfile import load_model_file
+    from tuner.node_lock import compile_lock
+    from tuner.training import compare_steps, loss_call, make_optimizer, run_step, timed_step
+
+    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
+    loss, initial = loss_call(loaded), copy.deepcopy(loaded.model.state_dict())
+    reference = run_step(loaded.model, lambda: loss(loaded.model), None, loaded.path)
+    loaded.model.load_state_dict(initial)
+    model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
+    optimizer = make_optimizer(loaded, loaded.model)
+    start = time.perf_counter()
+    try:
+        with compile_lock():
+            first = run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)
+    except Exception as exc:  # a config that fails is a value, as the module docstring says
+        return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
+    compile_s = time.perf_counter() - start
+    mismatch = compare_steps(reference, first, compare_outputs)
+    if mismatch:
+        return Rejected(Status.WRONG_RESULT, f"training step: {mismatch}")
+    return Runner(call=timed_step(loaded.model, lambda: loss(model), optimizer), sync=device_sync(loaded.device),
+                  device=loaded.device, compile_s=None if params is None else compile_s)
 
 
 def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[torch.Tensor],

@@ -2,12 +2,14 @@
 
 A model file defines `get_model()` returning an `nn.Module` and `get_inputs()` returning
 a tuple (positional arguments) or a dict (keyword arguments) of tensors. It may set
-`DEVICE = "cuda"` (default "cpu"). Every problem with it raises `ModelFileError` with
-one line that names the fix.
+`DEVICE = "cuda"` (default "cpu"). For `--mode train` it also defines `get_loss(model, inputs)`
+and may define `get_optimizer(model)` (see `tuner.training`). Every problem with it raises
+`ModelFileError` with one line that names the fix.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.machinery
 import importlib.util
 import itertools
@@ -42,6 +44,8 @@ class LoadedModel:
     device: str
     path: Path
     get_inputs: Callable[[], Any] | None = None
+    get_loss: Any = None           # the file's get_loss(model, inputs), for --mode train (tuner.training)
+    get_optimizer: Any = None      # the file's get_optimizer(model), optional in train mode
 
     def call(self, model: Callable | None = None) -> Any:
         """Run `model` (a compiled wrapper, say) or the file's own model on the inputs."""
@@ -59,13 +63,14 @@ class LoadedModel:
                                    kwargs={k: t.to(self.device) for k, t in kwargs.items()})
 
 
-def load_model_file(path: str | Path, *, seed: int = 0) -> LoadedModel:
+def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, int], ...] = ()) -> LoadedModel:
     """Import a model file and build its model and inputs, deterministically for `seed`.
 
     Seeds `torch` and `random` (and numpy when it is loaded) before the import and again
     before each of `get_model()` and `get_inputs()`, so two processes with the same seed get
     the same weights and inputs. The module is imported under a unique name and taken out
-    of `sys.modules` afterwards. The model and inputs are moved to `DEVICE`.
+    of `sys.modules` afterwards. The model and inputs are moved to `DEVICE`. `shape` (a
+    `--shapes` bucket) is passed to `get_inputs` as keyword arguments (`tuner.shapes`).
     """
     import torch
 
@@ -98,13 +103,20 @@ def load_model_file(path: str | Path, *, seed: int = 0) -> LoadedModel:
             f"return the model instance, e.g. `return MyModel().eval()`"
         )
     _seed_everything(seed)
-    inputs = _call(path, module.get_inputs, "get_inputs()")
+    get_inputs = module.get_inputs
+    if shape:   # a --shapes bucket: its sizes are keyword arguments of get_inputs (tuner.shapes)
+        from tuner.shapes import check_get_inputs
+
+        check_get_inputs(path, get_inputs, [name for name, _ in shape])
+        get_inputs = functools.partial(get_inputs, **dict(shape))
+    inputs = _call(path, get_inputs, "get_inputs()")
     args, kwargs = _check_inputs(path, inputs)
 
     model = model.to(device)
     args = tuple(t.to(device) for t in args)
     kwargs = {k: t.to(device) for k, t in kwargs.items()}
-    return LoadedModel(model=model, args=args, kwargs=kwargs, device=device, path=path, get_inputs=module.get_inputs)
+    return LoadedModel(model=model, args=args, kwargs=kwargs, device=device, path=path, get_inputs=get_inputs,
+                       get_loss=getattr(module, "get_loss", None), get_optimizer=getattr(module, "get_optimizer", None))
 
 
 def eager_reference(loaded: LoadedModel) -> Any:

@@ -143,7 +143,8 @@ def _prepare_with_kernels(options: SearchOptions, db_url: str, events: SearchEve
     with discover_kernels(db_url) as log:
         try:
             target = prepare_target(measure.model_path, space_path=options.space, include_unsafe=options.unsafe,
-                                    threads=measure.threads, seed=measure.seed, precision=options.precision)
+                                    threads=measure.threads, seed=measure.seed, precision=options.precision,
+                                    mode=measure.mode, shape=measure.shape)
         except ModelFileError:
             if log.launches():      # a kernel that could not be tuned fails the model's eager run
                 events.kernels_tuned(log.launches())
@@ -153,27 +154,39 @@ def _prepare_with_kernels(options: SearchOptions, db_url: str, events: SearchEve
 
 
 def prepare_target(model_path: str, *, space_path: str | None = None, include_unsafe: bool = False,
-                   threads: int | None = None, seed: int = 0, precision: tuple[str, ...] = ()) -> Target:
+                   threads: int | None = None, seed: int = 0, precision: tuple[str, ...] = (),
+                   mode: str = "inference", shape: tuple[tuple[str, int], ...] = ()) -> Target:
     """Load and check the model file, capture its graphs, and pick the space for its device.
 
     With `threads`, sets torch's thread count in this process (it is part of a CPU platform).
     `precision` (`--precision` modes) adds the precision knob to the space (`load_space`).
-    Raises ModelFileError (one line, names the fix) for every kind of bad model file.
+    `mode` "train" checks an eager training step instead (`tuner.training.check_training`),
+    captures the graphs of a training step and drops the knobs unsafe for training (freezing).
+    `shape` (one `--shapes` bucket) sizes the inputs (`get_inputs(**dict(shape))`) and names the
+    workload `stem[batch=8]`. Raises ModelFileError (one line, names the fix) for every kind of bad model file.
     """
     import torch
 
     from tuner.modelfile import eager_reference, load_model_file
     from tuner.platform import current_platform
     from tuner.search_spaces import load_space
+    from tuner.shapes import shape_label
+    from tuner.training import TRAIN, check_training, loss_call
     from tuner.workload import capture_workload
 
     if threads:
         torch.set_num_threads(threads)
-    loaded = load_model_file(model_path, seed=seed)
-    eager_reference(loaded)
-    workload = capture_workload(loaded, name=Path(model_path).stem)
+    loaded = load_model_file(model_path, seed=seed, shape=shape)
+    training = mode == TRAIN
+    if training:    # the model is only called through get_loss, which may take inputs it does not
+        check_training(loaded)
+    else:
+        eager_reference(loaded)
+    name = Path(model_path).stem + (f"[{shape_label(shape)}]" if shape else "")   # one workload per bucket
+    workload = capture_workload(loaded, name=name, grad=training,
+                                call=loss_call(loaded) if training else None)
     platform = current_platform(loaded.device, threads=threads or torch.get_num_threads())
-    space = load_space(loaded.device, training=False, path=space_path, include_unsafe=include_unsafe,
+    space = load_space(loaded.device, training=training, path=space_path, include_unsafe=include_unsafe,
                        precision=precision)
     return Target(workload=workload, platform=platform, space=space)
 

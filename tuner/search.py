@@ -31,6 +31,7 @@ from tuner.samplers import SAMPLERS, check_sampler, make_sampler
 from tuner.search_spaces import SearchSpace
 from tuner.storage import Store
 from tuner.storage.records import StudyInfo, TrialRecord
+from tuner.training import check_mode
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status, TrialRequest
 from tuner.version import __version__
 from tuner.workers.executor import Executor
@@ -84,6 +85,7 @@ class SearchOptions:
         check_pruner(self.pruner)
         check_objectives(self.objectives, self.preferred, self.sampler)
         check_tolerance(self.precision, self.measure.tolerance)
+        check_mode(self.measure.mode, self.precision)
         if self.measure.threads is not None and self.measure.threads < 1:
             raise UsageError(f"--threads must be at least 1, got {self.measure.threads}")
         cap = self.measure.memory_limit_mb

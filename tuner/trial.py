@@ -158,6 +158,13 @@ class MeasureSpec:
     `kernel_db` is the database the model's `@tuner.autotune` kernels declared without `db=`
     use in the trial process (`tuner search` sets its own, so they hit what it stored);
     None: their own default.
+
+    `mode` (`--mode`) is "inference" (the model's forward under no_grad) or "train" (whole
+    training steps, checked on the loss and gradients: `tuner.training`); JSON without it
+    is inference.
+
+    `shape` (`--shapes`, one bucket) is passed to the model file's `get_inputs` as keyword
+    arguments (`tuner.shapes`); () calls it without arguments.
     """
 
     model_path: str
@@ -173,6 +180,8 @@ class MeasureSpec:
     budget_s: float | None = 10.0
     tolerance: float | None = None
     kernel_db: str | None = None
+    mode: str = "inference"       # "train": time whole training steps (tuner.training)
+    shape: tuple[tuple[str, int], ...] = ()   # --shapes bucket: get_inputs(**dict(shape)) (tuner.shapes)
 
     def plan(self) -> RoundPlan:
         """The rounds protocol of one trial."""
@@ -184,7 +193,8 @@ class MeasureSpec:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "MeasureSpec":
-        return cls(**data)
+        shape = tuple((str(name), int(size)) for name, size in data.get("shape", ()))   # JSON lists
+        return cls(**{**data, "shape": shape})
 
 
 @dataclass(frozen=True)

@@ -73,13 +73,15 @@ def fingerprint_graph(gm: "torch.fx.GraphModule", example_inputs: list, *, index
 
 
 def capture_workload(loaded: "LoadedModel", *, name: str | None = None, grad: bool = False,
-                     dynamic: bool | None = None) -> Workload:
+                     dynamic: bool | None = None, call: Callable[[Callable], Any] | None = None) -> Workload:
     """Capture the Dynamo graphs of `loaded` on its inputs and fingerprint each one.
 
     Resets Dynamo, compiles the model with a backend that records
     `fingerprint_graph(gm, example_inputs, index=i)` and runs the graph as is (nothing
     reaches Inductor), calls it once under `torch.no_grad()` (or `enable_grad()` when
-    `grad`), and resets Dynamo again. `dynamic` is passed to `torch.compile`.
+    `grad`), and resets Dynamo again. `dynamic` is passed to `torch.compile`. `call` runs the
+    compiled model (default `loaded.call`; train mode passes `tuner.training.loss_call`, so the
+    graphs are those of a training step: grad on, parameters requiring grad).
     Raises ModelFileError when Dynamo cannot trace the model or produces no graph.
     """
     import torch
@@ -99,7 +101,7 @@ def capture_workload(loaded: "LoadedModel", *, name: str | None = None, grad: bo
     try:
         compiled = torch.compile(loaded.model, backend=record, dynamic=dynamic)
         with torch.enable_grad() if grad else torch.no_grad():
-            loaded.call(compiled)
+            (call or loaded.call)(compiled)
     except Exception as exc:  # noqa: BLE001 - the model's problem, turned into one actionable line
         if own_errors:  # a bug in fingerprint_graph is ours, not the user's: surface it as is
             raise own_errors[0] from None

@@ -1,6 +1,7 @@
 """`tuner explain MODEL`: per graph, which stored config `backend="tuner"` would apply.
 
-It captures the model file's graphs exactly as `tuner search` does (same inputs, grad off)
+It captures the model file's graphs exactly as `tuner search` does (same inputs, grad off;
+with `--mode train`, a training step's graphs through get_loss, grad on)
 and asks the same `tuner.lookup.Lookup` the backend uses, without warnings: for each graph
 it prints the tier that hit, or why none did and the nearest stored keys. A database that
 cannot be read is an error (exit 1) naming the fix; a miss is not (exit 0).
@@ -23,6 +24,9 @@ def add_explain_parser(subparsers: Any) -> None:
     add_db_option(p)
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads of the program to explain (part of a CPU platform; default: torch's)")
+    p.add_argument("--mode", default="inference", choices=("inference", "train"),
+                   help="explain the graphs of the forward pass (default) or of a training step (as tuned "
+                        "by tuner search --mode train)")
 
 
 def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
@@ -32,12 +36,14 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.lookup import Lookup, short
     from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
+    from tuner.training import TRAIN, loss_call
     from tuner.workload import capture_workload
 
     if args.threads:
         torch.set_num_threads(args.threads)
     loaded = load_model_file(args.model)
-    workload = capture_workload(loaded)
+    training = args.mode == TRAIN     # a training step's graphs (grad on) have their own keys
+    workload = capture_workload(loaded, grad=training, call=loss_call(loaded) if training else None)
     platform = current_platform(loaded.device)
     lookup = Lookup(settings, warn=False)
     store = lookup.store()          # StorageError here: the CLI prints `error: ...` and exits 1

@@ -26,13 +26,16 @@ def add_results_parsers(subparsers: Any) -> None:
     t = add_command(subparsers, "trials", cmd_trials, help="list every stored trial of a model file")
     t.add_argument("model")
     add_db_option(t)
+    for p in (b, t):    # a training step is another workload than the forward pass
+        p.add_argument("--mode", default="inference", choices=("inference", "train"),
+                       help="the search's --mode (default inference)")
 
 
 def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.pipeline import prepare_target
     from tuner.storage import Store
 
-    target = prepare_target(args.model)
+    target = prepare_target(args.model, mode=args.mode)
     with Store.open(settings.db_url, readonly=True) as store:
         bests = store.workload_best(target.workload.key, target.platform.key)
         study = store.last_study(target.workload.key, target.platform.key)
@@ -85,7 +88,7 @@ def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.pipeline import prepare_target
     from tuner.storage import Store
 
-    target = prepare_target(args.model)
+    target = prepare_target(args.model, mode=args.mode)
     with Store.open(settings.db_url, readonly=True) as store:
         rows = store.trials_for_workload(target.workload.key, target.platform.key)
     if not rows:

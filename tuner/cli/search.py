@@ -20,6 +20,9 @@ def add_search_parser(subparsers: Any) -> None:
     s = add_command(subparsers, "search", cmd_search, help="search compile configs for a model file and store the best")
     s.add_argument("model", help="Python file defining get_model() and get_inputs()")
     s.add_argument("--trials", type=int, default=30, help="trials in the study (default 30)")
+    s.add_argument("--mode", default="inference", choices=("inference", "train"),
+                   help="tune the forward pass (inference, default) or whole training steps (train: the model "
+                        "file defines get_loss(model, inputs), optionally get_optimizer(model))")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--sampler", default="tpe", metavar="NAME",
                    help="tpe (default), gp, cmaes, qmc, random, or grid (finite spaces only); see the README")
@@ -55,6 +58,9 @@ def add_search_parser(subparsers: Any) -> None:
     s.add_argument("--threads", type=int, default=None, help="torch threads while measuring")
     s.add_argument("--memory-limit", default=None, metavar="SIZE",
                    help="memory cap of each trial process, e.g. 4G or 512M (a trial past it is recorded as crashed)")
+    s.add_argument("--shapes", default=None, metavar="DIMS",
+                   help="tune one config per shape bucket, e.g. \"batch=1,8,32\" (weights: \"batch=1:6,8:3,32:1\"); "
+                        "get_inputs takes each dimension as a keyword argument; --trials counts per bucket")
     add_db_option(s)
 
 
@@ -73,7 +79,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     memory_limit_mb = None if args.memory_limit is None else parse_size_mb(args.memory_limit)
     spec = MeasureSpec(model_path=args.model, seed=args.seed, threads=args.threads or settings.threads or None,
                        repeat=args.repeat, timeout_s=args.timeout or settings.trial_timeout_s,
-                       memory_limit_mb=memory_limit_mb, tolerance=args.tolerance)
+                       memory_limit_mb=memory_limit_mb, tolerance=args.tolerance, mode=args.mode)
     precision = () if args.precision is None else parse_precisions(args.precision)
     options = SearchOptions(measure=spec, trials=args.trials, sampler=args.sampler, seed=args.seed,
                             resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe,
@@ -84,7 +90,12 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform)
     printer = SearchPrinter(args.trials)
     try:
-        results = run_search(options, execution=execution, settings=settings, events=printer)
+        if args.shapes is None:
+            results = run_search(options, execution=execution, settings=settings, events=printer)
+        else:   # one search per bucket, then the weighted latency (tuner.buckets)
+            from tuner.cli.buckets import search_buckets
+
+            results = search_buckets(options, args.shapes, execution=execution, settings=settings, events=printer)
     except SearchInterrupted as stop:
         printer.interrupted(stop)
         raise

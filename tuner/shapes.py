@@ -1,0 +1,122 @@
+"""Shape buckets (`tuner search model.py --shapes "batch=1,8,32"`): the values and the arithmetic.
+
+A bucket is one assignment of sizes to named dimensions, with a weight (how often that shape
+occurs). The model file's `get_inputs` takes each dimension as a keyword argument, e.g.
+`def get_inputs(batch=8):`, and builds inputs of that size; `tuner search` tunes one config
+per bucket (`tuner.buckets`), each on that bucket's inputs, so each bucket's graphs get their
+own keys and their own stored config. The summary reports the weighted latency.
+
+Syntax: dimensions separated by ";", each `name=size[:weight],...`, e.g. `batch=1,8,32`
+(equal weights) or `batch=1:6,8:3,32:1`; several dimensions give their cross product, whose
+weight is the product of the dimensions' weights. Weights are normalised to sum to 1.
+Standard library only: a leaf module.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from tuner.errors import ModelFileError, UsageError
+
+__all__ = ["Bucket", "MAX_BUCKETS", "ShapeBuckets", "check_get_inputs", "parse_shapes", "shape_label", "weighted"]
+
+# torch.compile(..., dynamic=False) compiles each shape once, up to Dynamo's recompile limit (8);
+# past it the frame silently runs in eager, so more buckets than that could never all apply.
+MAX_BUCKETS = 8
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_EXAMPLE = 'e.g. --shapes "batch=1,8,32" or --shapes "batch=1:6,8:3,32:1"'
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One shape: `sizes` maps each dimension name to its size; `weight` is its share (0..1]."""
+
+    sizes: tuple[tuple[str, int], ...]
+    weight: float
+
+    def label(self) -> str:
+        """`batch=8` (several dimensions: `batch=8,seq=128`), the bucket's name in output and workloads."""
+        return shape_label(self.sizes)
+
+
+@dataclass(frozen=True)
+class ShapeBuckets:
+    """The buckets of one `--shapes` text, in the order given (cross product: first dimension slowest)."""
+
+    names: tuple[str, ...]
+    buckets: tuple[Bucket, ...]
+
+
+def shape_label(sizes: Sequence[tuple[str, int]]) -> str:
+    """`batch=8` (several dimensions: `batch=8,seq=128`): a bucket's name in output and workload names."""
+    return ",".join(f"{name}={size}" for name, size in sizes)
+
+
+def parse_shapes(text: str) -> ShapeBuckets:
+    """Parse a `--shapes` value. Raises UsageError (one line, with an example) for a malformed
+    text, a repeated dimension or size, a size below 1, a weight that is not positive, or more
+    than MAX_BUCKETS buckets."""
+    dims: list[tuple[str, list[tuple[int, float]]]] = []
+    for part in (p.strip() for p in text.split(";")):
+        name, eq, values = part.partition("=")
+        name = name.strip()
+        if not eq or not _NAME.match(name):
+            raise UsageError(f"--shapes {text!r}: {part!r} is not name=size,size,...; {_EXAMPLE}")
+        if name in (d for d, _ in dims):
+            raise UsageError(f"--shapes {text!r} names dimension {name} twice; give each dimension once")
+        dims.append((name, _parse_sizes(text, name, values)))
+    combos = list(itertools.product(*(sizes for _, sizes in dims)))
+    if len(combos) > MAX_BUCKETS:
+        raise UsageError(f"--shapes {text!r} gives {len(combos)} buckets, more than {MAX_BUCKETS} (Dynamo compiles "
+                         f"at most {MAX_BUCKETS} shapes of a model with dynamic=False); give fewer sizes")
+    names = tuple(name for name, _ in dims)
+    total = sum(math.prod(w for _, w in combo) for combo in combos)
+    buckets = tuple(Bucket(sizes=tuple(zip(names, (s for s, _ in combo))),
+                           weight=math.prod(w for _, w in combo) / total) for combo in combos)
+    return ShapeBuckets(names=names, buckets=buckets)
+
+
+def _parse_sizes(text: str, name: str, values: str) -> list[tuple[int, float]]:
+    sizes: list[tuple[int, float]] = []
+    for item in (v.strip() for v in values.split(",")):
+        size_text, colon, weight_text = item.partition(":")
+        try:
+            size = int(size_text)
+            weight = float(weight_text) if colon else 1.0
+        except ValueError:
+            raise UsageError(f"--shapes {text!r}: {item!r} is not size or size:weight; {_EXAMPLE}") from None
+        if size < 1 or not weight > 0 or math.isinf(weight):
+            raise UsageError(f"--shapes {text!r}: {item!r} needs a size of at least 1 and a positive weight; "
+                             f"{_EXAMPLE}")
+        if size in (s for s, _ in sizes):
+            raise UsageError(f"--shapes {text!r} lists {name}={size} twice; give each size once")
+        sizes.append((size, weight))
+    return sizes
+
+
+def check_get_inputs(path: Path, get_inputs: Callable, names: Sequence[str]) -> None:
+    """Refuse (ModelFileError, one line naming the fix) a `get_inputs` that cannot take each of
+    `names` as a keyword argument. Called by the model-file loader before it calls `get_inputs`."""
+    try:
+        params = inspect.signature(get_inputs).parameters
+    except (TypeError, ValueError):      # a builtin or C callable: let the call itself decide
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    takes = {n for n, p in params.items()
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    missing = [n for n in names if n not in takes]
+    if missing:
+        example = ", ".join(f"{n}=8" for n in names)
+        raise ModelFileError(f"get_inputs() in {path} takes no argument {missing[0]!r}, but --shapes names it; "
+                             f"define `def get_inputs({example}):` and build the inputs with that size")
+
+
+def weighted(buckets: Sequence[Bucket], values: Sequence[float]) -> float:
+    """The sum of weight x value over the buckets (weights sum to 1: the expected value per call)."""
+    return sum(b.weight * v for b, v in zip(buckets, values, strict=True))
