@@ -214,6 +214,20 @@ def to_history(row: BestHistoryRow, platform_key: str) -> HistoryEntry:
                         recorded_at=row.recorded_at, measurement_key=row.measurement_key)
 
 
+def bucket_configs(session: Session, platform_key: str) -> list[tuple[str, GraphFingerprint, BestConfig]]:
+    """`Store.bucket_configs`: one row per graph key, oldest workload first."""
+    statement = (select(WorkloadRow.name, GraphRow, BestConfigRow)
+                 .join(GraphRow, GraphRow.workload_id == WorkloadRow.id)
+                 .join(BestConfigRow, BestConfigRow.graph_key == GraphRow.key)
+                 .join(PlatformRow, BestConfigRow.platform_id == PlatformRow.id)
+                 .where(PlatformRow.key == platform_key, WorkloadRow.name.like("%]"))
+                 .order_by(WorkloadRow.id, GraphRow.index))
+    found: dict[str, tuple[str, GraphFingerprint, BestConfig]] = {}
+    for name, graph, best in session.execute(statement):
+        found.setdefault(graph.key, (name, to_graph(graph), to_best(best, platform_key)))
+    return list(found.values())
+
+
 def to_graph(row: GraphRow) -> GraphFingerprint:
     return GraphFingerprint(key=row.key, index=row.index, num_nodes=row.num_nodes,
                             input_meta=row.input_meta, code=row.code)

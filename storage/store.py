@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from tuner.errors import ReadOnlyDatabase
-from tuner.keys import Platform, Workload
+from tuner.keys import GraphFingerprint, Platform, Workload
 from tuner.storage import failures
 from tuner.storage import queries as q
 from tuner.storage.engine import WRITE, caller_bug, make_engine, storage_error
@@ -336,6 +336,13 @@ class Store:
         with self.session_scope() as session:
             return [(q.to_best(best, platform.key), q.to_platform(platform))
                     for best, platform in session.execute(statement)]
+
+    def bucket_configs(self, platform_key: str) -> list[tuple[str, GraphFingerprint, BestConfig]]:
+        """(workload name, graph, its kept config on exactly this platform) for every graph of a
+        shape-bucket workload (`tuner search --shapes` names them `stem[batch=8]`) that has one:
+        the candidates of the lookup's nearest-bucket tier. Empty when no bucket was tuned here."""
+        with self.session_scope() as session:
+            return q.bucket_configs(session, platform_key)
 
     def workload_best(self, workload_key: str, platform_key: str) -> list[BestConfig]:
         """One kept config per distinct graph of the workload that has one on this platform,

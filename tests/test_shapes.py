@@ -7,6 +7,7 @@ the config patches active, and records the live config there (as tests/test_look
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -156,19 +157,58 @@ def test_each_bucket_shape_gets_its_config_with_one_compile_per_shape(bucket_db:
     assert counters["stats"]["unique_graphs"] == 3
 
 
-def test_an_unseen_shape_and_a_dynamic_graph_get_inductors_defaults(bucket_db: str, seen: list[int]) -> None:
+def test_an_unseen_shape_takes_the_nearest_bucket_and_a_dynamic_graph_gets_defaults(bucket_db: str,
+                                                                                     seen: list[int]) -> None:
+    from torch._dynamo.utils import counters
+
     default = torch._inductor.config.max_fusion_size
-    _, compiled = _compiled(bucket_db, dynamic=False)
+    model, compiled = _compiled(bucket_db, dynamic=False)
+    counters.clear()
     with torch.no_grad():
-        compiled(torch.randn(8, 32))
-        compiled(torch.randn(5, 32))                      # never tuned: a miss, Inductor's defaults
-    assert seen == [FUSION[8], default]
+        for batch in (8, 5, 2, 16, 5):                    # 5: nearest 8 (1.6x); 2: nearest 1 (2x, 8 is 4x);
+            x = torch.randn(batch, 32)                    # 16: halfway between 8 and 32, so the larger
+            torch.testing.assert_close(compiled(x), model(x))
+    assert seen == [FUSION[8], FUSION[8], FUSION[1], FUSION[32]]
+    assert counters["stats"]["unique_graphs"] == 4       # one compile per shape, batch 5 reused
     seen.clear()
     _, compiled = _compiled(bucket_db, dynamic=None)      # Dynamo's automatic dynamic shapes
     with torch.no_grad():
         for batch in SIZES:
             compiled(torch.randn(batch, 32))
     assert seen == [FUSION[1], default]                   # the second shape compiled one symbolic graph
+
+
+def test_explain_names_the_nearest_bucket_and_other_graphs_stay_misses(bucket_db: str, tmp_path: Path) -> None:
+    unseen = tmp_path / "batch5.py"
+    unseen.write_text(BATCHED.read_text().replace("def get_inputs(batch=8)", "def get_inputs(batch=5)"))
+    done = run_main("explain", str(unseen), "--db", bucket_db)
+    assert done.returncode == 0, done.stderr
+    assert "graph 0: nearest-bucket hit (this graph at another size, this platform)" in done.stdout, done.stdout
+    assert "nearest tuned bucket batched_mlp[batch=8]" in done.stdout and "up to 1.60x apart" in done.stdout
+    assert "applies: max_fusion_size=16" in done.stdout
+    wider = tmp_path / "wider.py"                          # another graph (other weights), not a bucket's
+    wider.write_text(BATCHED.read_text().replace("nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32)",
+                                                 "nn.Linear(32, 48), nn.ReLU(), nn.Linear(48, 32)"))
+    done = run_main("explain", str(wider), "--db", bucket_db)
+    assert done.returncode == 0 and "graph 0: miss" in done.stdout, done.stdout
+
+
+def test_size_distance_blanks_sizes_only_and_ties_go_to_the_larger_bucket() -> None:
+    from tuner.shapes import nearest, size_distance
+
+    code = "%2 = placeholder () :: T([8,32] stride=32,1 float32 cpu) view(%2, [8, 4]) mul 0.125"
+    at = {b: code.replace("[8,", f"[{b},").replace("[8, 4]", f"[{b}, 4]") for b in (1, 5, 8, 16, 32)}
+    assert size_distance(at[8], at[8]) == 0.0
+    assert size_distance(at[5], at[8]) == pytest.approx(abs(math.log(5 / 8)))
+    assert size_distance(code, code.replace("float32", "float16")) is None     # a dtype is not a size
+    assert size_distance(code, code.replace("0.125", "0.25")) is None          # nor a constant
+    assert size_distance(code, code.replace("[8,32]", "[s0,32]")) is None      # nor a symbolic size
+    weights = "%0 = placeholder () :: T([64,32] stride=32,1 float32 cpu rg=0) param\n"
+    assert size_distance(weights + code, weights.replace("64", "48") + code) is None   # nor a weight's size
+    assert size_distance(weights + at[5], weights + at[8]) == size_distance(at[5], at[8])
+    buckets = [at[1], at[8], at[32]]
+    assert [nearest(at[b], buckets) for b in (5, 16, 1)] == [1, 2, 0]
+    assert nearest(code.replace("float32", "float16"), buckets) is None
 
 
 # ---------------------------------------------------------------- a real search with buckets

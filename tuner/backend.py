@@ -189,7 +189,8 @@ def _say_not_opted_in_once(decision: Decision, note: str) -> None:
 def _report(index: int, decision: Decision, explanation: Explanation | None = None, *, note: str = "") -> None:
     """One INFO line per graph; with TUNER_EXPLAIN=1 the explanation (first time only) to stderr."""
     suffix = f"; {note}" if note else ""
-    what = {Tier.EXACT: "exact hit", Tier.SAME_HARDWARE: "same-hardware hit"}.get(decision.tier)
+    what = {Tier.EXACT: "exact hit", Tier.SAME_HARDWARE: "same-hardware hit",
+            Tier.NEAREST_BUCKET: "nearest-bucket hit"}.get(decision.tier)
     if what is not None:
         log.info("tuner: graph %d (key %s): %s: %s%s", index, short(decision.graph_key), what,
                  decision.reason, suffix)

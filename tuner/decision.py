@@ -3,7 +3,7 @@
 `decide_tier` holds the tier rules; it reads no database and keeps no state, so it is
 tested with hand-made values. `tuner.lookup.Lookup` feeds it the rows the store returns
 (and turns its failures into Inductor's defaults); `tuner.explanation` words its result.
-Two tiers, in order:
+Three tiers, in order:
 
 1. **exact**: a config stored for this graph key on exactly this platform key;
 2. **same-hardware**: a config stored for this graph key on a platform with the same
@@ -11,6 +11,12 @@ Two tiers, in order:
    only after `compiler.compile_config` re-validates every knob name and value type
    against the allow-list and the installed torch. The same torch version is tried
    first, then the newest config.
+
+3. **nearest-bucket** (`decide_nearest_bucket`, only for a graph with no config stored on any
+   platform here): the graph is one of a shape-bucket search's graphs (`tuner search
+   --shapes`) at a size no bucket has; it takes the config of the nearest bucket of the same
+   graph on this platform, by `tuner.shapes.nearest` (largest size ratio, ties to the larger
+   bucket). A symbolic (dynamic) graph is never near a static one.
 
 Anything else is a miss: Inductor's defaults.
 
@@ -24,7 +30,8 @@ in to that same precision (`options={"precision": ...}`); elsewhere Inductor's d
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 from tuner.errors import SpaceError
@@ -33,13 +40,14 @@ from tuner.text import key_values
 
 if TYPE_CHECKING:
     from tuner.compiler import CompileConfig
-    from tuner.keys import Platform
+    from tuner.keys import GraphFingerprint, Platform
     from tuner.storage import BestConfig
 
 
 class Tier(str, enum.Enum):
     EXACT = "exact"                    # this graph on this platform
     SAME_HARDWARE = "same-hardware"    # this graph on this hardware, other software versions
+    NEAREST_BUCKET = "nearest-bucket"  # this graph at another size: the nearest tuned --shapes bucket
     MISS = "miss"                      # nothing stored that applies
     UNAVAILABLE = "unavailable"        # the database or the stored config could not be used
 
@@ -77,7 +85,7 @@ class Decision:
 
     @property
     def hit(self) -> bool:
-        return self.tier in (Tier.EXACT, Tier.SAME_HARDWARE)
+        return self.tier in (Tier.EXACT, Tier.SAME_HARDWARE, Tier.NEAREST_BUCKET)
 
     @property
     def eager(self) -> bool:
@@ -212,6 +220,25 @@ def decide_tier(graph_key: str, platform: "Platform",
         reason = f"this graph is tuned on {len(stored_rows)} other platform(s), none usable here"
     return Decision(graph_key=graph_key, platform=platform, tier=Tier.MISS, config=CompileConfig(),
                     reason=reason, elsewhere=elsewhere)
+
+
+def decide_nearest_bucket(miss: Decision, code: str,
+                          buckets: Sequence[tuple[str, "GraphFingerprint", "BestConfig"]]) -> Decision:
+    """`miss` (a MISS for the graph whose canonical text is `code`) turned into a NEAREST_BUCKET
+    hit on the config of the nearest of `buckets` (workload name, bucket graph, its config on
+    `miss.platform`: `Store.bucket_configs`) by `tuner.shapes.nearest`; `miss` itself when no
+    bucket is the same graph at other sizes. Raises SpaceError when that config does not validate."""
+    from tuner.shapes import nearest, size_distance
+
+    found = nearest(code, [graph.code for _, graph, _ in buckets])
+    if found is None:
+        return miss
+    name, graph, best = buckets[found]
+    ratio = math.exp(size_distance(code, graph.code) or 0.0)
+    return replace(miss, tier=Tier.NEAREST_BUCKET, config=_config_of(best), best=best, source=miss.platform,
+                   unfrozen=_unfrozen_of(best),
+                   reason=(f"a shape no bucket was tuned at: nearest tuned bucket {name} (graph {short(graph.key)}, "
+                           f"sizes up to {ratio:.2f}x apart): {_label(best)}"))
 
 
 def _config_of(best: "BestConfig") -> "CompileConfig":

@@ -27,8 +27,8 @@ class DecisionSource(Protocol):
     def unusable(self) -> str | None:
         """Why the database cannot be used in this process, or None."""
 
-    def decide(self, graph_key: str, platform: "Platform") -> Decision:
-        """The decision for one graph key on one platform; never raises."""
+    def decide(self, graph_key: str, platform: "Platform", *, code: str | None = None) -> Decision:
+        """The decision for one graph key (canonical text `code`, when known) on one platform; never raises."""
 
     def store(self) -> "Store":
         """The read-only store; raises StorageError when it cannot be used."""
@@ -49,7 +49,7 @@ def explain_graph(lookup: DecisionSource, fingerprint: "GraphFingerprint", platf
 
     Never raises for database problems: they become the decision's reason.
     """
-    decision = lookup.decide(fingerprint.key, platform)
+    decision = lookup.decide(fingerprint.key, platform, code=fingerprint.code)
     nearest: list[str] = [f"same graph on {e.platform.describe()} [platform {short(e.platform.key)}]: "
                           f"{e.why_not}" for e in decision.elsewhere]
     if decision.tier is not Tier.EXACT and lookup.unusable is None:
@@ -176,6 +176,7 @@ def applies_lines(d: Decision) -> list[str]:
 TIER_TEXT = {
     Tier.EXACT: "exact hit (this graph, this platform)",
     Tier.SAME_HARDWARE: "same-hardware hit (this graph, this hardware, other software)",
+    Tier.NEAREST_BUCKET: "nearest-bucket hit (this graph at another size, this platform)",
     Tier.MISS: "miss",
     Tier.UNAVAILABLE: "no lookup (database or stored config unusable)",
 }

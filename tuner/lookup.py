@@ -1,9 +1,9 @@
 """Compile-time lookup: which stored config applies to one Dynamo graph on this machine.
 
 Called by the `tuner` backend (`tuner.backend`) once per graph Dynamo hands it, and by
-`tuner explain`. The tier rules (exact, then same-hardware, else a miss) are the pure
-function `tuner.decision.decide_tier`; this module feeds it the rows the store returns and
-guards it. A miss is Inductor's defaults, one INFO line per graph on the `tuner.lookup`
+`tuner explain`. The tier rules (exact, then same-hardware, then the nearest tuned shape
+bucket, else a miss) are the pure functions `tuner.decision.decide_tier` and
+`decide_nearest_bucket`; this module feeds them the rows the store returns and guards them. A miss is Inductor's defaults, one INFO line per graph on the `tuner.lookup`
 logger, and no warning (a miss is not an error).
 
 Never breaking the program: the guard is `Lookup` (`decide` for the database and the stored
@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from tuner.decision import Decision, StoredElsewhere, Tier, decide_tier, short
+from tuner.decision import Decision, StoredElsewhere, Tier, decide_nearest_bucket, decide_tier, short
 from tuner.errors import SpaceError, StorageError
 from tuner.settings import Settings
 
@@ -111,7 +111,7 @@ class Lookup:
         try:
             fingerprint = fingerprint_graph(gm, list(example_inputs), index=index)
             platform = platform_for_inputs(example_inputs)
-            decision = self.decide(fingerprint.key, platform)          # guarded for the database
+            decision = self.decide(fingerprint.key, platform, code=fingerprint.code)   # guarded
         except Exception as exc:  # noqa: BLE001 - the one guard: a bug must not break the user's program
             self._bug("fingerprint", index, exc, consequence="compiling it with Inductor's defaults. ")
             decision = Decision(graph_key=fingerprint.key if fingerprint is not None else "", platform=None,
@@ -145,10 +145,12 @@ class Lookup:
             self._explained.add(key)
         return first
 
-    def decide(self, graph_key: str, platform: "Platform") -> Decision:
+    def decide(self, graph_key: str, platform: "Platform", *, code: str | None = None) -> Decision:
         """The decision for `graph_key` on `platform`; cached; never raises.
 
-        See `tuner.decision` for the tiers and the module docstring for the fault handling.
+        `code` is the graph's canonical text (`GraphFingerprint.code`, whose hash is the key);
+        with it, a miss may become a nearest-bucket hit. See `tuner.decision` for the tiers and
+        the module docstring for the fault handling.
         """
         cache_key = (graph_key, platform.key)
         with self._lock:
@@ -156,7 +158,7 @@ class Lookup:
             if found is not None:
                 return found
             try:
-                decision = self._decide(graph_key, platform)
+                decision = self._decide(graph_key, platform, code)
             except StorageError as exc:
                 self._unusable = str(exc)
                 self._close_store()
@@ -186,11 +188,15 @@ class Lookup:
             log.info("%s", message)
 
     # -- the tiers -------------------------------------------------------------
-    def _decide(self, graph_key: str, platform: "Platform") -> Decision:
-        """Raises StorageError (database) or SpaceError (an exact-tier config that does not validate)."""
+    def _decide(self, graph_key: str, platform: "Platform", code: str | None) -> Decision:
+        """Raises StorageError (database) or SpaceError (a config that does not validate)."""
         if self._unusable is not None:
             return self._unavailable(graph_key, platform, f"database unusable: {self._unusable}")
-        return decide_tier(graph_key, platform, self.store().best_configs_for_graph(graph_key))
+        stored = self.store().best_configs_for_graph(graph_key)
+        decision = decide_tier(graph_key, platform, stored)
+        if decision.tier is Tier.MISS and not stored and code is not None:   # a shape no bucket has
+            decision = decide_nearest_bucket(decision, code, self.store().bucket_configs(platform.key))
+        return decision
 
     def _unavailable(self, graph_key: str, platform: "Platform", reason: str) -> Decision:
         from tuner.compiler import CompileConfig

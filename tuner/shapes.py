@@ -9,7 +9,9 @@ own keys and their own stored config. The summary reports the weighted latency.
 Syntax: dimensions separated by ";", each `name=size[:weight],...`, e.g. `batch=1,8,32`
 (equal weights) or `batch=1:6,8:3,32:1`; several dimensions give their cross product, whose
 weight is the product of the dimensions' weights. Weights are normalised to sum to 1.
-Standard library only: a leaf module.
+At compile time (`tuner.decision.decide_nearest_bucket`) a static graph that no search saw takes
+the config of the nearest tuned bucket of the same graph, by `size_distance` and `nearest`:
+the rule is written there and in docs/lookup.md. Standard library only: a leaf module.
 """
 from __future__ import annotations
 
@@ -23,12 +25,16 @@ from typing import Callable, Sequence
 
 from tuner.errors import ModelFileError, UsageError
 
-__all__ = ["Bucket", "MAX_BUCKETS", "ShapeBuckets", "check_get_inputs", "parse_shapes", "shape_label", "weighted"]
+__all__ = ["Bucket", "MAX_BUCKETS", "ShapeBuckets", "check_get_inputs", "nearest", "parse_shapes", "shape_label",
+           "size_distance", "weighted"]
 
 # torch.compile(..., dynamic=False) compiles each shape once, up to Dynamo's recompile limit (8);
 # past it the frame silently runs in eager, so more buckets than that could never all apply.
 MAX_BUCKETS = 8
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# A size in a graph's canonical text (tuner.workload): digits not inside a name (float32, %3, v1)
+# nor after a decimal point (0.125), so dtypes, node numbers and constants stay in the skeleton.
+_SIZE = re.compile(r"(?<![A-Za-z0-9_%.])[0-9]+(?![0-9.])")
 _EXAMPLE = 'e.g. --shapes "batch=1,8,32" or --shapes "batch=1:6,8:3,32:1"'
 
 
@@ -120,3 +126,42 @@ def check_get_inputs(path: Path, get_inputs: Callable, names: Sequence[str]) -> 
 def weighted(buckets: Sequence[Bucket], values: Sequence[float]) -> float:
     """The sum of weight x value over the buckets (weights sum to 1: the expected value per call)."""
     return sum(b.weight * v for b, v in zip(buckets, values, strict=True))
+
+
+def size_distance(code: str, other: str) -> float | None:
+    """How far apart two graphs' shapes are, when they are the same graph at other sizes.
+
+    `code` and `other` are canonical texts (`GraphFingerprint.code`). They are the same graph at
+    other sizes when their parameters (the lines `tuner.workload` ends with " param") are equal
+    and the rest is equal once every size (a number standing alone: shapes, strides, integer
+    arguments) is blanked out: a bucket changes the inputs, never the weights. The distance is
+    then the largest |ln(a/b)| over the sizes that differ (batch 5 against 8: ln 1.6), 0.0 for
+    equal texts. None when the texts differ elsewhere (other weights, another graph, dtype,
+    constant or a symbolic size), or a size is 0 on one side only."""
+    if _SIZE.sub("#", code) != _SIZE.sub("#", other) or _params(code) != _params(other):
+        return None
+    worst = 0.0
+    for a, b in zip(_SIZE.findall(code), _SIZE.findall(other)):
+        if a != b:
+            if a == "0" or b == "0":
+                return None
+            worst = max(worst, abs(math.log(int(a) / int(b))))
+    return worst
+
+
+def nearest(code: str, candidates: Sequence[str]) -> int | None:
+    """The index of the candidate text nearest to `code` by `size_distance`, None when none is the
+    same graph. Ties go to the candidate with the larger sizes (the sum of its differing sizes'
+    logarithms), then to the first given: a shape halfway between two buckets takes the larger one."""
+    ranked = []
+    for i, other in enumerate(candidates):
+        distance = size_distance(code, other)
+        if distance is not None:
+            larger = sum(math.log(int(b)) - math.log(int(a)) for a, b in
+                         zip(_SIZE.findall(code), _SIZE.findall(other)) if a != b)
+            ranked.append((round(distance, 9), -larger, i))
+    return min(ranked)[2] if ranked else None
+
+
+def _params(code: str) -> list[str]:
+    return [line for line in code.splitlines() if line.endswith(" param")]
