@@ -115,6 +115,21 @@ def test_precision_with_train_mode_is_a_usage_error() -> None:
         SearchOptions(MeasureSpec(str(TRAIN), mode="train", tolerance=1e-2), trials=1, precision=("fp32", "bf16"))
 
 
+def test_shape_buckets_of_a_training_step_are_training_workloads_per_bucket() -> None:
+    """--shapes with --mode train: each bucket's target is its training step at that size."""
+    from tuner.buckets import check_buckets
+    from tuner.pipeline import prepare_target
+    from tuner.search import SearchOptions
+    from tuner.shapes import parse_shapes
+    from tuner.trial import MeasureSpec
+
+    check_buckets(SearchOptions(MeasureSpec(str(TRAIN), mode="train"), trials=1), parse_shapes("batch=4,16"))
+    four, sixteen = (prepare_target(str(TRAIN), mode="train", shape=(("batch", b),)) for b in (4, 16))
+    assert (four.workload.name, sixteen.workload.name) == ("tiny_train[batch=4]", "tiny_train[batch=16]")
+    assert sixteen.workload.key == train_workload().key != four.workload.key
+    assert "freezing" not in {k.name for k in four.space.knobs}
+
+
 def test_old_measure_spec_json_loads_as_inference() -> None:
     from tuner.trial import MeasureSpec
 

@@ -81,8 +81,6 @@ def check_buckets(options: SearchOptions, buckets: ShapeBuckets) -> None:
     from tuner.modelfile import load_model_file
 
     measure = options.measure
-    if measure.mode != "inference":
-        raise UsageError(f"--shapes tunes inference only; drop --shapes or --mode {measure.mode}")
     seen: dict[tuple, Bucket] = {}
     for bucket in buckets.buckets:
         loaded = load_model_file(measure.model_path, seed=measure.seed, shape=bucket.sizes)

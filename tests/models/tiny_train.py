@@ -27,8 +27,8 @@ def get_model():
     return Net()
 
 
-def get_inputs():
-    return (torch.randn(16, 32), torch.randn(16, 1))
+def get_inputs(batch=16):
+    return (torch.randn(batch, 32), torch.randn(batch, 1))
 
 
 def get_loss(model, inputs):
