@@ -179,10 +179,10 @@ def test_an_unseen_shape_takes_the_nearest_bucket_and_a_dynamic_graph_gets_defau
 
 
 def test_explain_names_the_nearest_bucket_and_other_graphs_stay_misses(bucket_db: str, tmp_path: Path) -> None:
-    unseen = tmp_path / "batch5.py"
-    unseen.write_text(BATCHED.read_text().replace("def get_inputs(batch=8)", "def get_inputs(batch=5)"))
-    done = run_main("explain", str(unseen), "--db", bucket_db)
+    done = run_main("explain", str(BATCHED), "--shapes", "batch=32,5", "--db", bucket_db)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("batched_mlp[batch=32]: 1 graph(s)") and "graph 0: exact hit" in done.stdout
+    assert "\nbatched_mlp[batch=5]: 1 graph(s)" in done.stdout
     assert "graph 0: nearest-bucket hit (this graph at another size, this platform)" in done.stdout, done.stdout
     assert "nearest tuned bucket batched_mlp[batch=8]" in done.stdout and "up to 1.60x apart" in done.stdout
     assert "applies: max_fusion_size=16" in done.stdout
@@ -191,6 +191,16 @@ def test_explain_names_the_nearest_bucket_and_other_graphs_stay_misses(bucket_db
                                                  "nn.Linear(32, 48), nn.ReLU(), nn.Linear(48, 32)"))
     done = run_main("explain", str(wider), "--db", bucket_db)
     assert done.returncode == 0 and "graph 0: miss" in done.stdout, done.stdout
+
+
+def test_best_and_trials_show_each_bucket(bucket_db: str) -> None:
+    done = run_main("best", str(BATCHED), "--shapes", "batch=1,8,32", "--db", bucket_db)
+    assert done.returncode == 0, done.stderr
+    blocks = done.stdout.split("batch=")[1:]
+    assert [b.splitlines()[0] for b in blocks] == ["1:", "8:", "32:"]
+    assert [b.splitlines()[1] for b in blocks] == [f"config: max_fusion_size={FUSION[s]}" for s in SIZES]
+    none = run_main("best", str(BATCHED), "--shapes", "batch=5", "--db", bucket_db)   # best is exact only
+    assert none.returncode == 1 and "no stored config for" in none.stderr
 
 
 def test_size_distance_blanks_sizes_only_and_ties_go_to_the_larger_bucket() -> None:

@@ -28,6 +28,23 @@ def add_db_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", help=DB_HELP)
 
 
+def add_shapes_option(parser: argparse.ArgumentParser) -> None:
+    """`--shapes DIMS` of the commands that read what `tuner search --shapes` stored."""
+    parser.add_argument("--shapes", metavar="DIMS", default=None,
+                        help='the buckets of tuner search --shapes, e.g. "batch=1,8,32" (weights are ignored): '
+                             "one block per bucket; a size never tuned shows what lookup does with it")
+
+
+def bucket_sizes(shapes: str | None) -> list[tuple[tuple[str, int], ...]]:
+    """The sizes of each bucket of a `--shapes` text (UsageError when malformed); [()] for None:
+    the model file's own `get_inputs()`."""
+    if shapes is None:
+        return [()]
+    from tuner.shapes import parse_shapes
+
+    return [bucket.sizes for bucket in parse_shapes(shapes).buckets]
+
+
 def format_table(rows: Sequence[Sequence[str]], *, rule: bool = False) -> str:
     """Rows of cells as left-aligned columns two spaces apart; the first row is the header.
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tuner.cli.common import add_command, add_db_option, format_table
+from tuner.cli.common import add_command, add_db_option, add_shapes_option, bucket_sizes, format_table
 from tuner.settings import Settings
 from tuner.text import key_values
 
@@ -29,13 +29,27 @@ def add_results_parsers(subparsers: Any) -> None:
     for p in (b, t):    # a training step is another workload than the forward pass
         p.add_argument("--mode", default="inference", choices=("inference", "train"),
                        help="the search's --mode (default inference)")
+        add_shapes_option(p)
 
 
 def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
+    """One verdict, or with --shapes one block per bucket (exit 1 when no bucket has one)."""
+    sizes = bucket_sizes(args.shapes)
+    found = 0
+    for shape in sizes:
+        if len(sizes) > 1 or shape:
+            from tuner.shapes import shape_label
+
+            print(f"{shape_label(shape)}:")
+        found += _best(args, settings, shape) == 0
+    return 0 if found else 1
+
+
+def _best(args: argparse.Namespace, settings: Settings, shape: tuple[tuple[str, int], ...]) -> int:
     from tuner.pipeline import prepare_target
     from tuner.storage import Store
 
-    target = prepare_target(args.model, mode=args.mode)
+    target = prepare_target(args.model, mode=args.mode, shape=shape)
     with Store.open(settings.db_url, readonly=True) as store:
         bests = store.workload_best(target.workload.key, target.platform.key)
         study = store.last_study(target.workload.key, target.platform.key)
@@ -85,12 +99,23 @@ def _indent(text: str) -> str:
 
 
 def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
+    """Every stored trial, or with --shapes those of each bucket (exit 1 when no bucket has any)."""
     from tuner.pipeline import prepare_target
+    from tuner.shapes import shape_label
     from tuner.storage import Store
 
-    target = prepare_target(args.model, mode=args.mode)
-    with Store.open(settings.db_url, readonly=True) as store:
-        rows = store.trials_for_workload(target.workload.key, target.platform.key)
+    found = 0
+    for shape in bucket_sizes(args.shapes):
+        target = prepare_target(args.model, mode=args.mode, shape=shape)
+        with Store.open(settings.db_url, readonly=True) as store:
+            rows = store.trials_for_workload(target.workload.key, target.platform.key)
+        if shape:
+            print(f"{shape_label(shape)}:")
+        found += _print_trials(args, rows) == 0
+    return 0 if found else 1
+
+
+def _print_trials(args: argparse.Namespace, rows: list) -> int:
     if not rows:
         print(f"no stored trials for {args.model} on this platform; run: tuner search {args.model}", file=sys.stderr)
         return 1
