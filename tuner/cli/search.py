@@ -169,6 +169,11 @@ class SearchPrinter:
         for line in warm_start_lines(result.outcome):
             print(line, file=sys.stderr)
         print(summary_table(result.verdict))
+        study = result.outcome.study
+        if study.objectives != ("latency",):    # several objectives: the front, as `tuner best` shows it
+            from tuner.cli.results import front_text
+
+            print(front_text(study, list(result.outcome.trials)))
 
     def interrupted(self, stop: SearchInterrupted) -> None:
         """The summary of what finished before an interrupt; nothing was confirmed or stored."""
