@@ -157,11 +157,9 @@ def test_each_bucket_shape_gets_its_config_with_one_compile_per_shape(bucket_db:
     assert counters["stats"]["unique_graphs"] == 3
 
 
-def test_an_unseen_shape_takes_the_nearest_bucket_and_a_dynamic_graph_gets_defaults(bucket_db: str,
-                                                                                     seen: list[int]) -> None:
+def test_an_unseen_shape_takes_the_nearest_bucket(bucket_db: str, seen: list[int]) -> None:
     from torch._dynamo.utils import counters
 
-    default = torch._inductor.config.max_fusion_size
     model, compiled = _compiled(bucket_db, dynamic=False)
     counters.clear()
     with torch.no_grad():
@@ -170,12 +168,70 @@ def test_an_unseen_shape_takes_the_nearest_bucket_and_a_dynamic_graph_gets_defau
             torch.testing.assert_close(compiled(x), model(x))
     assert seen == [FUSION[8], FUSION[8], FUSION[1], FUSION[32]]
     assert counters["stats"]["unique_graphs"] == 4       # one compile per shape, batch 5 reused
-    seen.clear()
-    _, compiled = _compiled(bucket_db, dynamic=None)      # Dynamo's automatic dynamic shapes
+
+
+def test_a_dynamic_graph_dispatches_each_size_to_its_nearest_buckets_copy(bucket_db: str, seen: list[int]) -> None:
+    """Without dynamic=False, Dynamo's second shape gives one graph with a symbolic batch: the
+    backend compiles a copy per bucket config and each call runs its nearest bucket's copy."""
+    from torch._dynamo.utils import counters
+
+    from tuner.backend import TunerBackend
+    from tuner.dispatch import Dispatcher
+    from tuner.lookup import Lookup
+    from tuner.modelfile import load_model_file
+    from tuner.settings import Settings
+
+    returned = []
+
+    class Keeping(TunerBackend):                          # keeps what the real backend returns
+        def __call__(self, gm, example_inputs, **kwargs):
+            returned.append(super().__call__(gm, example_inputs, **kwargs))
+            return returned[-1]
+
+    torch._dynamo.reset()
+    model = load_model_file(BATCHED).model
+    compiled = torch.compile(model, backend=Keeping(lookup=Lookup(Settings(db_url=bucket_db))))
+    counters.clear()
     with torch.no_grad():
-        for batch in SIZES:
-            compiled(torch.randn(batch, 32))
-    assert seen == [FUSION[1], default]                   # the second shape compiled one symbolic graph
+        for batch in (1, 8, 32, 5, 16, 2, 64):
+            x = torch.randn(batch, 32)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert counters["stats"]["unique_graphs"] == 2       # batch 1 static, then one symbolic graph for all
+    assert seen == [FUSION[1], FUSION[1], FUSION[8], FUSION[32]]   # the symbolic graph: one copy per bucket
+    dispatcher = returned[1]
+    assert isinstance(dispatcher, Dispatcher)
+    # 8, 5 -> batch=8; 32, 16 (a tie: the larger), 64 -> batch=32; 2 -> batch=1
+    assert dispatcher.calls == [1, 2, 3]
+
+
+def test_dispatch_binds_a_symbolic_graph_to_its_static_buckets() -> None:
+    from tuner.dispatch import Dispatcher, SymbolSite, bind, symbol_sites
+
+    static = ("tuner-fingerprint v1; grad=0 autocast[cpu]=off\n"
+              "%0 = placeholder () :: T([64,32] stride=32,1 float32 cpu rg=0) param\n"
+              "%1 = placeholder () :: T([8,5,32] stride=160,32,1 float32 cpu rg=0)\n"
+              "%2 = call_method reshape(%1, 40, 32) :: T([40,32] stride=32,1 float32 cpu rg=0)\n"
+              "%3 = call_function torch._C._nn.linear(%2, %0) :: T([40,64] stride=64,1 float32 cpu rg=0)\n"
+              "%4 = output ((%3,))")
+    dynamic = ("tuner-fingerprint v1; grad=0 autocast[cpu]=off\n"
+               "%0 = placeholder () :: T([64,32] stride=32,1 float32 cpu rg=0) param\n"
+               "%1 = placeholder () :: s0\n"
+               "%2 = placeholder () :: T([s0,5,32] stride=160,32,1 float32 cpu rg=0)\n"
+               "%3 = call_function _operator.mul(%1, 5) :: 5*s0\n"
+               "%4 = call_method reshape(%2, %3, 32) :: T([5*s0,32] stride=32,1 float32 cpu rg=0)\n"
+               "%5 = call_function torch._C._nn.linear(%4, %0) :: T([5*s0,64] stride=64,1 float32 cpu rg=0)\n"
+               "%6 = output ((%5,))")
+    assert symbol_sites(dynamic) == (SymbolSite("s0", 2, 0),) and symbol_sites(static) == ()
+    assert bind(dynamic, static) == {"s0": 8} and bind(static, dynamic) is None
+    assert bind(dynamic, static.replace("[8,5,32]", "[8,6,32]")) is None                   # a fixed size differs
+    assert bind(dynamic, static.replace("[64,32] stride=32,1", "[48,32] stride=32,1")) is None   # other weights
+    assert bind(dynamic, static.replace("linear", "bilinear")) is None                    # another graph
+    ran = []
+    dispatch = Dispatcher(symbol_sites(dynamic), [({"s0": 1}, 0), ({"s0": 8}, 1), ({"s0": 32}, 1)],
+                          [lambda *a: ran.append("small"), lambda *a: ran.append("large")])
+    for batch in (1, 2, 5, 100):
+        dispatch(None, batch, torch.empty(batch, 5, 32))
+    assert ran == ["small", "small", "large", "large"] and dispatch.calls == [2, 1, 1]
 
 
 def test_explain_names_the_nearest_bucket_and_other_graphs_stay_misses(bucket_db: str, tmp_path: Path) -> None:

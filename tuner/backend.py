@@ -12,6 +12,9 @@ Dynamo hands it, the backend
    config wins**; knobs the stored config does not set keep the user's values. On a miss
    the user's mode and options are all there is, exactly as with `backend="inductor"`.
    Where the stored verdict is "eager won", the graph runs uncompiled (`gm.forward`).
+   A graph with symbolic sizes that tuned shape buckets bind (`tuner search --shapes`) gets one
+   compiled copy per bucket config and a `tuner.dispatch.Dispatcher` that runs each call's
+   nearest bucket (`_per_bucket`).
 
 The backend applies only configs that were measured as such (`tuner.decision.backend_choice`).
 A stored config whose precision is not fp32 (`tuner search --precision`) applies only where
@@ -44,6 +47,9 @@ from tuner.precision import FP32, split_option
 
 if TYPE_CHECKING:
     import torch.fx
+
+    from tuner.dispatch import Dispatcher
+    from tuner.keys import GraphFingerprint, Platform
 
 log = logging.getLogger("tuner.lookup")
 
@@ -91,6 +97,11 @@ class TunerBackend:
                 _report(index, decision, explanation,
                         note="runs uncompiled this once; compiled with freezing from the next call")
                 return gm.forward
+            if decision.tier is Tier.MISS and found.fingerprint is not None and decision.platform is not None:
+                dispatcher = _per_bucket(lookup, gm, example_inputs, found.fingerprint, decision.platform, index,
+                                         mode=mode, options=options, precision=precision)
+                if dispatcher is not None:      # a dynamic graph of tuned shape buckets (tuner.dispatch)
+                    return dispatcher
         choice = backend_choice(decision, traced_frozen=_traced_frozen(), precision=precision)
         _report(index, decision, explanation, note="; ".join(n for n in (note, choice.note) if n))
         if choice.applies is Applies.UNMEASURED:
@@ -146,6 +157,40 @@ class FreezingPlan:
             return None
         n, self._frozen_seen = self._frozen_seen, self._frozen_seen + 1
         return self.decisions[n] if n < len(self.decisions) else None
+
+
+def _per_bucket(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any],
+                fingerprint: "GraphFingerprint", platform: "Platform", index: int, *, mode: str | None,
+                options: Mapping[str, Any] | None, precision: str) -> "Dispatcher | None":
+    """For a graph with symbolic sizes that tuned shape buckets bind (`Lookup.bucket_decisions`):
+    one copy of the graph per distinct config the buckets apply (`backend_choice` per bucket),
+    compiled now, and the `tuner.dispatch.Dispatcher` that runs each call's nearest bucket.
+    None for a static graph or when no bucket binds (the graph is then a plain miss)."""
+    import copy
+
+    from tuner.compiler import make_backend
+    from tuner.dispatch import Dispatcher, symbol_sites
+
+    sites = symbol_sites(fingerprint.code)
+    buckets = lookup.bucket_decisions(fingerprint, platform) if sites else []
+    if not buckets:
+        return None
+    copies: list[Callable] = []
+    copy_of: dict[str, int] = {}
+    rows = []
+    for sizes, bucket in buckets:
+        choice = backend_choice(bucket, traced_frozen=_traced_frozen(), precision=precision)
+        eager = choice.applies is Applies.EAGER
+        key = "eager" if eager else repr(choice.config)
+        if key not in copy_of:          # buckets that apply the same config share one compiled copy
+            copy_of[key] = len(copies)
+            copies.append(gm.forward if eager else make_backend(choice.config)(
+                copy.deepcopy(gm), example_inputs, mode=mode, options=options))
+        rows.append((sizes, copy_of[key]))
+    log.info("tuner: graph %d (key %s): symbolic sizes; %d tuned shape bucket(s) bind it (%s); %d compiled "
+             "copies, each call runs its nearest bucket's", index, short(fingerprint.key), len(rows),
+             "; ".join(b.reason.split(" of this dynamic graph")[0] for _, b in buckets), len(copies))
+    return Dispatcher(sites, rows, copies)
 
 
 def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation | None:

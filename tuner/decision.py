@@ -16,7 +16,9 @@ Three tiers, in order:
    platform here): the graph is one of a shape-bucket search's graphs (`tuner search
    --shapes`) at a size no bucket has; it takes the config of the nearest bucket of the same
    graph on this platform, by `tuner.shapes.nearest` (largest size ratio, ties to the larger
-   bucket). A symbolic (dynamic) graph is never near a static one.
+   bucket). A symbolic (dynamic) graph is never near a static one; `bucket_decisions` gives it
+   one decision per bucket it binds instead, which the backend compiles and dispatches among
+   (`tuner.dispatch`).
 
 Anything else is a miss: Inductor's defaults.
 
@@ -239,6 +241,25 @@ def decide_nearest_bucket(miss: Decision, code: str,
                    unfrozen=_unfrozen_of(best),
                    reason=(f"a shape no bucket was tuned at: nearest tuned bucket {name} (graph {short(graph.key)}, "
                            f"sizes up to {ratio:.2f}x apart): {_label(best)}"))
+
+
+def bucket_decisions(graph_key: str, platform: "Platform", code: str,
+                     buckets: Sequence[tuple[str, "GraphFingerprint", "BestConfig"]]) -> list[tuple[dict[str, int], Decision]]:
+    """For a graph with symbolic sizes (canonical text `code`), one NEAREST_BUCKET decision per
+    bucket graph it is at fixed sizes (`tuner.dispatch.bind`), with that bucket's sizes by symbol:
+    what the backend compiles a copy of the graph for and dispatches among. Empty when none binds.
+    Raises SpaceError when a bucket's config does not validate."""
+    from tuner.dispatch import bind
+
+    found = []
+    for name, graph, best in buckets:
+        sizes = bind(code, graph.code)
+        if sizes is not None:
+            found.append((sizes, Decision(
+                graph_key=graph_key, platform=platform, tier=Tier.NEAREST_BUCKET, config=_config_of(best),
+                best=best, source=platform, unfrozen=_unfrozen_of(best),
+                reason=f"bucket {name} of this dynamic graph (graph {short(graph.key)}): {_label(best)}")))
+    return found
 
 
 def _config_of(best: "BestConfig") -> "CompileConfig":

@@ -27,7 +27,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from tuner.decision import Decision, StoredElsewhere, Tier, decide_nearest_bucket, decide_tier, short
+from tuner.decision import (Decision, StoredElsewhere, Tier, bucket_decisions, decide_nearest_bucket, decide_tier,
+                            short)
 from tuner.errors import SpaceError, StorageError
 from tuner.settings import Settings
 
@@ -178,6 +179,31 @@ class Lookup:
                                f"report it (the traceback is logged at DEBUG on the tuner.lookup logger)")
             self._cache[cache_key] = decision
             return decision
+
+    def bucket_decisions(self, fingerprint: "GraphFingerprint",
+                         platform: "Platform") -> list[tuple[dict[str, int], Decision]]:
+        """For a graph with symbolic sizes: the shape buckets tuned on this platform that it is at
+        fixed sizes, each with its sizes by symbol and its decision (`tuner.decision.bucket_decisions`);
+        [] on none and, never raising, on any problem (then one warning, as in `decide`)."""
+        with self._lock:
+            if self._unusable is not None:
+                return []
+            try:
+                return bucket_decisions(fingerprint.key, platform, fingerprint.code,
+                                        self.store().bucket_configs(platform.key))
+            except StorageError as exc:
+                self._unusable = str(exc)
+                self._close_store()
+                self.warn_once(f"tuner: {exc}; compiling with Inductor's defaults "
+                               f"(tuner will not read the database again in this process)")
+            except SpaceError as exc:
+                self.warn_once(f"tuner: a shape bucket's config for dynamic graph {short(fingerprint.key)} is "
+                               f"invalid ({exc}); compiling that graph with Inductor's defaults; re-tune the "
+                               f"model with: tuner search MODEL_FILE --shapes ...")
+            except Exception as exc:  # noqa: BLE001 - the one guard: a bug must not break the user's program
+                self._bug("look up the shape buckets of", 0, exc, consequence="compiling it with Inductor's "
+                          "defaults. ")
+            return []
 
     def warn_once(self, message: str) -> None:
         """The process's single LookupWarning; later problems are logged at INFO."""

@@ -21,11 +21,11 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tuner.errors import ModelFileError, UsageError
 
-__all__ = ["Bucket", "MAX_BUCKETS", "ShapeBuckets", "check_get_inputs", "nearest", "parse_shapes", "shape_label",
+__all__ = ["Bucket", "MAX_BUCKETS", "ShapeBuckets", "check_get_inputs", "closest", "nearest", "parse_shapes", "shape_label",
            "size_distance", "weighted"]
 
 # torch.compile(..., dynamic=False) compiles each shape once, up to Dynamo's recompile limit (8);
@@ -155,12 +155,32 @@ def nearest(code: str, candidates: Sequence[str]) -> int | None:
     logarithms), then to the first given: a shape halfway between two buckets takes the larger one."""
     ranked = []
     for i, other in enumerate(candidates):
-        distance = size_distance(code, other)
-        if distance is not None:
-            larger = sum(math.log(int(b)) - math.log(int(a)) for a, b in
-                         zip(_SIZE.findall(code), _SIZE.findall(other)) if a != b)
-            ranked.append((round(distance, 9), -larger, i))
-    return min(ranked)[2] if ranked else None
+        if size_distance(code, other) is not None:
+            pairs = zip(map(int, _SIZE.findall(code)), map(int, _SIZE.findall(other)))
+            ranked.append((_rank(pairs), i))
+    return min(ranked)[1] if ranked else None
+
+
+def closest(sizes: Sequence[int], candidates: Sequence[Sequence[int]]) -> int | None:
+    """`nearest` for sizes already aligned: the index of the candidate nearest to `sizes` (the
+    smallest largest ratio over the sizes that differ; ties to the larger candidate, then the
+    first). None when every candidate has a 0 where `sizes` has not, or the other way round."""
+    ranked = [(rank, i) for i, other in enumerate(candidates)
+              if (rank := _rank(zip(sizes, other, strict=True))) is not None]
+    return min(ranked)[1] if ranked else None
+
+
+def _rank(pairs: Iterable[tuple[int, int]]) -> tuple[float, float] | None:
+    """(largest |ln(a/b)|, minus the sum of ln(b/a)) over the pairs that differ: what `nearest` and
+    `closest` minimise; None when a size is 0 on one side only."""
+    worst, larger = 0.0, 0.0
+    for a, b in pairs:
+        if a != b:
+            if a == 0 or b == 0:
+                return None
+            worst = max(worst, abs(math.log(a / b)))
+            larger += math.log(b / a)
+    return round(worst, 9), -larger
 
 
 def _params(code: str) -> list[str]:
