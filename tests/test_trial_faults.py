@@ -105,10 +105,21 @@ def test_a_trial_past_the_memory_limit_is_crashed_and_others_run_under_it(tmp_pa
 
 
 def test_a_cap_too_small_for_torch_says_so() -> None:
+    """Where the cap strikes varies: Python's MemoryError while importing torch (the process says
+    so itself), or the dynamic loader failing to load one of torch's libraries (the process dies,
+    and its stderr says why): both read as the cap's doing."""
+    from tuner.memory_limit import out_of_memory_line
+
     measured = run_isolated(TrialRequest(spec(TINY, memory_limit_mb=150), ()))
     assert measured.status is Status.CRASHED
-    assert measured.error == ("out of memory (the trial exceeded --memory-limit 150M) while importing torch; "
-                              "raise --memory-limit")
+    assert measured.error in ("out of memory (the trial exceeded --memory-limit 150M) while importing torch; "
+                              "raise --memory-limit",
+                              "out of memory (the trial exceeded --memory-limit 150M): the trial process died "
+                              "(cannot allocate memory for thread-local data: ABORT); raise --memory-limit"), measured.error
+    died = "trial process exited with status 127 before reporting a result\ncannot allocate memory for thread-local data: ABORT\n"
+    assert out_of_memory_line(died) == "cannot allocate memory for thread-local data: ABORT"
+    assert out_of_memory_line("Traceback ...\nMemoryError\n") == "MemoryError"
+    assert out_of_memory_line("trial process killed by SIGSEGV before reporting a result\n") is None
 
 
 @pytest.mark.slow

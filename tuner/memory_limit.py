@@ -47,6 +47,17 @@ def limit_in_force() -> bool:
     return resource.getrlimit(RLIMIT)[0] != resource.RLIM_INFINITY
 
 
+# What a process that ran out of capped memory leaves on stderr when it dies before reporting:
+# the dynamic loader's "cannot allocate memory for thread-local data" (a library loaded past the
+# cap), C++'s bad_alloc, or Python's MemoryError outside any handler.
+_OUT_OF_MEMORY = re.compile(r"cannot allocate memory|can't allocate memory|MemoryError|std::bad_alloc")
+
+
+def out_of_memory_line(stderr: str) -> str | None:
+    """The first line of `stderr` that says the process ran out of memory, stripped; None if none does."""
+    return next((line.strip() for line in stderr.splitlines() if _OUT_OF_MEMORY.search(line)), None)
+
+
 def exceeded(mb: int) -> str:
     """The headline of a trial that ran out of memory under `--memory-limit mb`."""
     return f"out of memory (the trial exceeded --memory-limit {format_mb(mb)})"

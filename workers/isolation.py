@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
+from tuner.memory_limit import exceeded, out_of_memory_line
 from tuner.trial import Measurement, Status, TrialRequest
 
 STDERR_TAIL = 3000
@@ -90,6 +91,11 @@ def run_isolated(request: TrialRequest, *, scratch: str | None = None,
     """Measure one trial in its own process; never raises for a tuning failure."""
     data = run_job("trial", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env)
     if isinstance(data, NoResult):
+        limit = request.spec.memory_limit_mb
+        oom = out_of_memory_line(data.message) if limit is not None and data.status is Status.CRASHED else None
+        if oom is not None:     # died of the cap before it could say so itself (e.g. loading a library)
+            return Measurement.failed(Status.CRASHED, f"{exceeded(limit)}: the trial process died ({oom}); "
+                                                      f"raise --memory-limit")
         return Measurement.failed(data.status, data.message)
     return Measurement.from_json(data)
 
