@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tuner.confirm import DEFAULT, EAGER, halves
-from tuner.errors import ModelFileError, UsageError
+from tuner.errors import ModelFileError
 from tuner.pipeline import Execution, SearchEvents, SearchOptions, SearchResult, run_search
 from tuner.shapes import Bucket, ShapeBuckets, weighted
 
