@@ -34,10 +34,11 @@ decision per graph to stderr, once per graph and platform: the backend asks
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short
 from tuner.errors import UsageError
@@ -48,6 +49,7 @@ from tuner.precision import FP32, split_option
 if TYPE_CHECKING:
     import torch.fx
 
+    from tuner.compiler import CompileConfig
     from tuner.dispatch import Dispatcher
     from tuner.keys import GraphFingerprint, Platform
 
@@ -112,7 +114,8 @@ class TunerBackend:
             return gm.forward
         from tuner.compiler import make_backend
 
-        return make_backend(choice.config)(gm, example_inputs, mode=mode, options=options)
+        with _gemm_feed(self.lookup, decision, choice.config, index):
+            return make_backend(choice.config)(gm, example_inputs, mode=mode, options=options)
 
 
 class FreezingPlan:
@@ -200,6 +203,26 @@ def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation 
     if fingerprint is None or platform is None or not lookup.first_explanation(found.decision):
         return None
     return lookup.guarded("explain", index, lambda: explain_graph(lookup, fingerprint, platform))
+
+
+@contextlib.contextmanager
+def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int) -> Iterator[None]:
+    """Around the compile of a CPU graph whose applied config turns on `max_autotune`: each GEMM
+    Inductor would autotune takes the winner harvested when that config was measured
+    (`tuner.gemm_choices`), benchmarking nothing; GEMMs without one are autotuned as usual."""
+    patches = dict(config.inductor)
+    platform = decision.platform
+    if platform is None or platform.device != "cpu" or not (patches.get("max_autotune")
+                                                             or patches.get("max_autotune_gemm")):
+        yield
+        return
+    from tuner.gemm_choices import feeding
+
+    with feeding(lambda key: lookup.gemm_winner(key, platform.key)) as feed:
+        yield
+    if feed.fed or feed.missed:
+        log.info("tuner: graph %d (key %s): %d GEMM(s) took their stored choice, %d autotuned by Inductor",
+                 index, short(decision.graph_key), feed.fed, feed.missed)
 
 
 def _traced_frozen() -> bool:

@@ -205,6 +205,27 @@ class Lookup:
                           "defaults. ")
             return []
 
+    def gemm_winner(self, gemm_key: str, platform_key: str) -> str | None:
+        """The stored winning choice of one Inductor GEMM (`tuner.gemm_choices`, kept in
+        `kernel_configs`) on exactly this platform; None on a miss and on a database that cannot
+        be used (then, as in `decide`: one warning, and the database is not read again)."""
+        from tuner.gemm_choices import WINNER
+        from tuner.storage.kernels import find_kernel_config
+
+        with self._lock:
+            if self._unusable is not None:
+                return None
+            try:
+                record = find_kernel_config(self.store(), gemm_key, platform_key)
+            except StorageError as exc:
+                self._unusable = str(exc)
+                self._close_store()
+                self.warn_once(f"tuner: {exc}; Inductor autotunes the GEMMs itself "
+                               f"(tuner will not read the database again in this process)")
+                return None
+        winner = None if record is None else record.config_dict().get(WINNER)
+        return winner if isinstance(winner, str) else None
+
     def warn_once(self, message: str) -> None:
         """The process's single LookupWarning; later problems are logged at INFO."""
         if self._warn_enabled and not self._warned:

@@ -223,6 +223,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.compiler import compile_config, compile_model
+    from tuner.gemm_choices import harvesting, save_harvest
     from tuner.modelfile import flatten_outputs, load_model_file
     from tuner.node_lock import compile_lock
     from tuner.training import TRAIN
@@ -235,7 +236,8 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
         start = time.perf_counter()
         try:
-            with compile_lock():
+            # GEMMs Inductor autotunes in this compile (max_autotune on CPU) are harvested for lookups.
+            with compile_lock(), harvesting() as gemms:
                 first = flatten_outputs(loaded.call(model))
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
@@ -249,6 +251,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         note, mismatch = None, compare_outputs(reference, first)
         if mismatch:
             return Rejected(Status.WRONG_RESULT, mismatch)
+    save_harvest(gemms, db_url=spec.kernel_db, device=loaded.device)     # a verified compile's choices only
     return Runner(call=lambda: loaded.call(model), sync=device_sync(loaded.device), device=loaded.device,
                   compile_s=None if params is None else compile_s, note=note)
 

@@ -3,7 +3,9 @@
 The driver is the only writer during a search. Trial 0 is Inductor's defaults and the
 built-in modes follow, then the warm starts (`tuner.priors`: stored best configs of this
 workload elsewhere and of the nearest workloads here); a proposal holding a learned failure
-is told failed, never measured; identical candidates are measured once (after EXPLORE_AFTER
+is told failed, never measured; with `--cost-model` the proposal measured is the one a model
+learned from the stored trials ranks first among several (`tuner.cost_model`); identical
+candidates are measured once (after EXPLORE_AFTER
 repeats in a row, a converged sampler's next proposals come from a random sampler, so the budget
 goes to new candidates; MAX_DUPLICATE_ASKS in a row end the search as exhausted); `resume` replays the
 stored trials of the last study into a fresh in-memory Optuna study. An interrupt (Ctrl-C,
@@ -20,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import optuna
 
+from tuner.cost_model import PROPOSALS, CostRanker
 from tuner.errors import SpaceError, UsageError
 from tuner.memory_limit import MIN_MB, format_mb
 from tuner.objectives import LATENCY_ONLY, check_objectives, objective_values
@@ -72,6 +75,7 @@ class SearchOptions:
     precision: tuple[str, ...] = ()   # tuner.precision modes beside fp32 (--precision); () for fp32 only
     objectives: tuple[str, ...] = LATENCY_ONLY   # tuner.objectives.OBJECTIVES names (--objective)
     prefer: str | None = None     # one of `objectives` (--prefer); None: the first
+    cost_model: bool = False      # rank PROPOSALS proposals with tuner.cost_model, measure the best
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -83,6 +87,12 @@ class SearchOptions:
         if self.sampler not in SAMPLERS:
             raise UsageError(f"unknown sampler {self.sampler!r}; choose one of: {', '.join(SAMPLERS)}")
         check_pruner(self.pruner)
+        if self.cost_model and self.sampler == "grid":
+            raise UsageError("--cost-model ranks a sampler's proposals, but --sampler grid walks every point "
+                             "in its own order; drop --cost-model or pick another --sampler")
+        if self.cost_model and self.objectives != LATENCY_ONLY:
+            raise UsageError("--cost-model predicts latency only, so it cannot rank for several --objective "
+                             "values; drop --cost-model or search --objective latency")
         check_objectives(self.objectives, self.preferred, self.sampler)
         check_tolerance(self.precision, self.measure.tolerance)
         check_mode(self.measure.mode, self.precision)
@@ -175,6 +185,7 @@ class Driver:
         self.failures = LearnedFailures(store, target.platform.key)
         self.seeds = target.space.seeds()
         self.warm_why: dict[str, str] = {}                # candidate key -> where its warm start came from
+        self.ranker = CostRanker(target.workload, target.platform, target.space) if job.cost_model else None
         pruner = job.pruner if job.objectives == LATENCY_ONLY else "none"   # tuner.objectives: no pruning
         self.pruning = PruneHistory(pruner, min_rounds=self.spec.plan().min_rounds,
                                     exempt={target.space.candidate(p).key for p in self.seeds})
@@ -204,6 +215,8 @@ class Driver:
         as cancelled and raises SearchInterrupted with what finished.
         """
         self.failures.refresh()
+        if self.ranker is not None:
+            self.ranker.load(self.store)
         target = self.target
         for first in first_candidates(self.store, target.workload, target.platform, target.space, self.seeds,
                                       warm=self.job.warm_start):
@@ -252,25 +265,44 @@ class Driver:
         return self.job.trials - len(self.records) - self.executor.pending()
 
     def _submit_next(self) -> bool:
-        """Ask Optuna until it proposes something new; False when the space seems exhausted."""
+        """Ask Optuna until it proposes something new; False when the space seems exhausted.
+        With a cost model ready and no first candidate waiting, gather up to PROPOSALS new ones
+        and measure the one it ranks best; the rest are told FAIL unmeasured (tuner.cost_model)."""
         in_flight_keys = {cand.key for _, cand in self.in_flight.values()}
-        for repeats in range(MAX_DUPLICATE_ASKS):
+        pool: list[tuple[Any, Candidate]] = []
+        wanted = PROPOSALS if self._ranking() else 1
+        repeats = 0
+        while repeats < MAX_DUPLICATE_ASKS and len(pool) < wanted and not (pool and repeats >= EXPLORE_AFTER):
             with self._sampler(explore=repeats >= EXPLORE_AFTER):
                 trial = self.optuna.ask()
                 candidate = self.target.space.candidate(self.target.space.suggest(trial))
+            repeats += 1
             known = self.records.get(candidate.key)
             if known is not None:
                 _tell(self.optuna, trial, known.measurement, self.objectives)
                 continue
-            if candidate.key in in_flight_keys:
+            if candidate.key in in_flight_keys or any(c.key == candidate.key for _, c in pool):
                 self.optuna.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 continue
             if self.failures.skip(candidate):        # holds a learned failure: not measured
                 self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
                 continue
-            self._dispatch(trial, candidate)
-            return True
-        return False
+            repeats -= 1
+            pool.append((trial, candidate))
+        if not pool:
+            return False
+        chosen = 0 if len(pool) == 1 else self.ranker.best([c for _, c in pool])  # type: ignore[union-attr]
+        for index, (trial, _) in enumerate(pool):
+            if index != chosen:
+                self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
+        self._dispatch(*pool[chosen])
+        return True
+
+    def _ranking(self) -> bool:
+        """Whether the next proposal is ranked: a cost model with enough examples, and no seed or
+        warm start still waiting (those are measured in order, unranked)."""
+        return (self.ranker is not None and self.ranker.ready
+                and not self.optuna.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     @contextlib.contextmanager
     def _sampler(self, *, explore: bool) -> Iterator[None]:
@@ -281,7 +313,8 @@ class Driver:
             yield
             return
         sampler, seed = self.optuna.sampler, self.job.seed
-        explorer_seed = None if seed is None else seed * 100_003 + len(self.optuna.trials)
+        # Same count as len(study.trials), without deep-copying every trial on each ask.
+        explorer_seed = None if seed is None else seed * 100_003 + len(self.optuna.get_trials(deepcopy=False))
         self.optuna.sampler = optuna.samplers.RandomSampler(seed=explorer_seed)
         try:
             yield
@@ -306,6 +339,8 @@ class Driver:
             self.on_result(record)
         if measurement.ok:
             self.pruning.add(measurement.intermediate)
+        if self.ranker is not None:
+            self.ranker.heard(candidate, measurement)
         _tell(self.optuna, trial, measurement, self.objectives)
         self.failures.heard(measurement)
 

@@ -157,7 +157,8 @@ class MeasureSpec:
 
     `kernel_db` is the database the model's `@tuner.autotune` kernels declared without `db=`
     use in the trial process (`tuner search` sets its own, so they hit what it stored);
-    None: their own default.
+    None: their own default. The CPU GEMM choices Inductor autotunes in a verified compile are
+    stored there too (`tuner.gemm_choices`); None: not stored.
 
     `mode` (`--mode`) is "inference" (the model's forward under no_grad) or "train" (whole
     training steps, checked on the loss and gradients: `tuner.training`); JSON without it

@@ -1,7 +1,9 @@
 """Entry point of a spawned trial process: `python -m tuner.workers.trial_process JOB RESULT PARENT`.
 
 Reads the job JSON, runs it, writes the result JSON. Only `run_trial` (under the spec's
-`--memory-limit`, when it has one) and `run_confirmation` run here; neither touches the database.
+`--memory-limit`, when it has one) and `run_confirmation` run here; neither touches the database
+except through `MeasureSpec.kernel_db` (the model's `@tuner.autotune` kernels, and the GEMM
+choices a verified compile autotuned: `tuner.gemm_choices`).
 """
 from __future__ import annotations
 

@@ -45,6 +45,9 @@ def add_search_parser(subparsers: Any) -> None:
                         "(default: the first)")
     s.add_argument("--no-warm-start", dest="warm_start", action="store_false",
                    help="do not try stored best configs of this model elsewhere and of the nearest models first")
+    s.add_argument("--cost-model", action="store_true",
+                   help="rank several proposals with a model learned from every stored trial of this device and "
+                        "measure the best-ranked (tuner.cost_model)")
     s.add_argument("--resume", action="store_true", help="continue the last study of this model and platform")
     s.add_argument("--workers", type=int, default=1, help="trials in flight at once (default 1)")
     s.add_argument("--executor", default="ray", help="ray (default when installed) or local")
@@ -83,7 +86,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     precision = () if args.precision is None else parse_precisions(args.precision)
     options = SearchOptions(measure=spec, trials=args.trials, sampler=args.sampler, seed=args.seed,
                             resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe,
-                            pruner=args.pruner, warm_start=args.warm_start, precision=precision,
+                            pruner=args.pruner, warm_start=args.warm_start, cost_model=args.cost_model,
+                            precision=precision,
                             objectives=parse_objectives(args.objective), prefer=args.prefer)
     if (notice := pruning_notice(options.objectives, options.pruner)) is not None:
         print(f"notice: {notice}", file=sys.stderr)
