@@ -210,13 +210,12 @@ def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", inde
     """Around the compile of a CPU graph whose applied config turns on `max_autotune`: each GEMM
     Inductor would autotune takes the winner harvested when that config was measured
     (`tuner.gemm_choices`), benchmarking nothing; GEMMs without one are autotuned as usual."""
-    patches = dict(config.inductor)
+    from tuner.gemm_choices import autotunes_gemms, feeding
+
     platform = decision.platform
-    if platform is None or platform.device != "cpu" or not (patches.get("max_autotune")
-                                                             or patches.get("max_autotune_gemm")):
+    if platform is None or platform.device != "cpu" or not autotunes_gemms(config):
         yield
         return
-    from tuner.gemm_choices import feeding
 
     with feeding(lambda key: lookup.gemm_winner(key, platform.key)) as feed:
         yield

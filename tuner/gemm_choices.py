@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from tuner.keys import canonical_json
 
 if TYPE_CHECKING:
+    from tuner.compiler import CompileConfig
     from tuner.keys import Platform
     from tuner.storage.kernels import KernelConfig
 
@@ -99,11 +100,23 @@ def gemm_key(choices: Sequence[tuple[str, str]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def autotunes_gemms(config: "CompileConfig | None") -> bool:
+    """Whether compiling with `config` (None: eager) lets Inductor autotune GEMMs: `max_autotune`
+    or `max_autotune_gemm` among its patches (a max-autotune mode is expanded into them)."""
+    patches = {} if config is None else dict(config.inductor)
+    return bool(patches.get("max_autotune") or patches.get("max_autotune_gemm"))
+
+
 @contextlib.contextmanager
-def harvesting() -> Iterator[list[GemmChoice]]:
+def harvesting(enabled: bool = True) -> Iterator[list[GemmChoice]]:
     """Collect every GEMM Inductor autotunes on this thread while open, in order, into the
     yielded list. A GEMM served from Inductor's own autotune cache is reported too (with the
-    cached timings); one served by `feeding`, or with a single choice, is not autotuned and not reported."""
+    cached timings); one served by `feeding`, or with a single choice, is not autotuned and not reported.
+    With `enabled` False (a compile that autotunes no GEMM: `autotunes_gemms`) it collects
+    nothing and installs no hook."""
+    if not enabled:
+        yield []
+        return
     _install()
     records: list[GemmChoice] = []
     previous, _state.harvest = getattr(_state, "harvest", None), records

@@ -223,7 +223,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.compiler import compile_config, compile_model
-    from tuner.gemm_choices import harvesting, save_harvest
+    from tuner.gemm_choices import autotunes_gemms, harvesting, save_harvest
     from tuner.modelfile import flatten_outputs, load_model_file
     from tuner.node_lock import compile_lock
     from tuner.training import TRAIN
@@ -233,11 +233,12 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
     with torch.no_grad():
         reference = [t.clone() for t in flatten_outputs(loaded.call())]
-        model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
+        config = None if params is None else compile_config(dict(params))
+        model = loaded.model if config is None else compile_model(loaded.model, config)
         start = time.perf_counter()
         try:
             # GEMMs Inductor autotunes in this compile (max_autotune on CPU) are harvested for lookups.
-            with compile_lock(), harvesting() as gemms:
+            with compile_lock(), harvesting(autotunes_gemms(config)) as gemms:
                 first = flatten_outputs(loaded.call(model))
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return Rejected(*failure(exc, spec, classify_compile_failure(exc)))

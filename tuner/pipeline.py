@@ -170,7 +170,7 @@ def prepare_target(model_path: str, *, space_path: str | None = None, include_un
     from tuner.modelfile import eager_reference, load_model_file
     from tuner.platform import current_platform
     from tuner.search_spaces import load_space
-    from tuner.shapes import shape_label
+    from tuner.shapes import workload_name
     from tuner.training import TRAIN, check_training, loss_call
     from tuner.workload import capture_workload
 
@@ -182,7 +182,7 @@ def prepare_target(model_path: str, *, space_path: str | None = None, include_un
         check_training(loaded)
     else:
         eager_reference(loaded)
-    name = Path(model_path).stem + (f"[{shape_label(shape)}]" if shape else "")   # one workload per bucket
+    name = workload_name(model_path, shape)   # one workload per bucket
     workload = capture_workload(loaded, name=name, grad=training,
                                 call=loss_call(loaded) if training else None)
     platform = current_platform(loaded.device, threads=threads or torch.get_num_threads())

@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Sequence
 from tuner.errors import ModelFileError, UsageError
 
 __all__ = ["Bucket", "MAX_BUCKETS", "ShapeBuckets", "check_get_inputs", "closest", "nearest", "parse_shapes", "shape_label",
-           "size_distance", "weighted"]
+           "size_distance", "weighted", "workload_name"]
 
 # torch.compile(..., dynamic=False) compiles each shape once, up to Dynamo's recompile limit (8);
 # past it the frame silently runs in eager, so more buckets than that could never all apply.
@@ -61,6 +61,13 @@ class ShapeBuckets:
 def shape_label(sizes: Sequence[tuple[str, int]]) -> str:
     """`batch=8` (several dimensions: `batch=8,seq=128`): a bucket's name in output and workload names."""
     return ",".join(f"{name}={size}" for name, size in sizes)
+
+
+def workload_name(model_path: str | Path, sizes: Sequence[tuple[str, int]]) -> str:
+    """The workload name of a model file at one bucket: `stem[batch=8]` (the stem alone for ()).
+    The lookup's nearest-bucket candidates are the workloads named so (`Store.bucket_configs`)."""
+    stem = Path(model_path).stem
+    return f"{stem}[{shape_label(sizes)}]" if sizes else stem
 
 
 def parse_shapes(text: str) -> ShapeBuckets:

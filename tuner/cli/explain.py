@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from tuner.cli.common import add_command, add_db_option, add_shapes_option, bucket_sizes
@@ -39,7 +38,7 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.lookup import Lookup, short
     from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
-    from tuner.shapes import shape_label
+    from tuner.shapes import workload_name
     from tuner.training import TRAIN, loss_call
     from tuner.workload import capture_workload
 
@@ -50,7 +49,7 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
     for shape in bucket_sizes(args.shapes):
         loaded = load_model_file(args.model, shape=shape)
         training = args.mode == TRAIN     # a training step's graphs (grad on) have their own keys
-        name = Path(args.model).stem + (f"[{shape_label(shape)}]" if shape else "")
+        name = workload_name(args.model, shape)
         workload = capture_workload(loaded, name=name, grad=training, call=loss_call(loaded) if training else None)
         platform = current_platform(loaded.device)
         print(f"{workload.name}: {len(workload.graphs)} graph(s), workload {short(workload.key)}, "
