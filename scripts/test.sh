@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install tuner with its test extras, PostgreSQL and Chromium, then run the test suite with pytest.
-# Extra arguments go to pytest (e.g. -m "not slow").
+# Install tuner with its test extras, PostgreSQL and Chromium, then run the test suite with pytest,
+# in two worker processes (pytest-xdist; the Ray tests share one of them, see tests/conftest.py).
+# Extra arguments go to pytest (e.g. -m "not slow", or -n 0 for one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
@@ -17,4 +18,4 @@ fi
 scripts/install.sh test
 # Run from the repo root through the venv's pytest script: the tests import the installed
 # package (pyproject sets --import-mode=importlib, so the source folders never shadow it).
-exec "$VENV/bin/pytest" "$@"
+exec "$VENV/bin/pytest" -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -29,6 +29,16 @@ import pytest
 pytest.register_assert_rewrite("exchange_data")   # a plugin of the exchange tests (pytest_plugins)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (scripts/test.sh runs two workers, --dist loadgroup): every Ray test
+    runs in one worker, one at a time, so two local Ray clusters never start at once; and the
+    slow tests go first, so that no long search starts last while the other worker idles."""
+    for item in items:
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'tuner.db'}"
