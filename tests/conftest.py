@@ -29,6 +29,21 @@ import pytest
 pytest.register_assert_rewrite("exchange_data")   # a plugin of the exchange tests (pytest_plugins)
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_restored() -> Iterator[None]:
+    """Put torch's thread count back after each test: a trial measured in the test process sets it
+    (`MeasureSpec.threads`), and under pytest-xdist any later test of the same worker would
+    otherwise see that count as the machine's."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (scripts/test.sh runs two workers, --dist loadgroup): every Ray test
     runs in one worker, one at a time, so two local Ray clusters never start at once; and the

@@ -105,8 +105,8 @@ def test_a_trial_past_the_memory_limit_is_crashed_and_others_run_under_it(tmp_pa
 
 
 def test_a_cap_too_small_for_torch_says_so() -> None:
-    """Where the cap strikes varies: Python's MemoryError while importing torch (the process says
-    so itself), or the dynamic loader failing to load one of torch's libraries (the process dies,
+    """Where the cap strikes varies: Python's MemoryError (or an extension's SystemError without
+    an exception set) while importing torch (the process says so itself), or the dynamic loader failing to load one of torch's libraries (the process dies,
     and its stderr says why): both read as the cap's doing."""
     from tuner.memory_limit import out_of_memory_line
 

@@ -114,8 +114,9 @@ class TunerBackend:
             return gm.forward
         from tuner.compiler import make_backend
 
+        kernels = _triton_feed(self.lookup, decision, choice.config, index)
         with _gemm_feed(self.lookup, decision, choice.config, index):
-            return make_backend(choice.config)(gm, example_inputs, mode=mode, options=options)
+            return make_backend(choice.config, user_patches=kernels)(gm, example_inputs, mode=mode, options=options)
 
 
 class FreezingPlan:
@@ -205,15 +206,32 @@ def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation 
     return lookup.guarded("explain", index, lambda: explain_graph(lookup, fingerprint, platform))
 
 
+def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int) -> dict[str, Any] | None:
+    """For a CUDA graph whose applied config tunes Inductor's Triton kernels: the configs they
+    settled on when that config was measured (`tuner.triton_choices`), as the
+    `autotune_lookup_table` patch, so those kernels benchmark nothing; None when there are none."""
+    from tuner.triton_choices import autotunes_triton
+
+    platform = decision.platform
+    if platform is None or platform.device != "cuda" or not autotunes_triton(config):
+        return None
+    table = lookup.triton_table(decision.graph_key, platform.key)
+    if not table:
+        return None
+    log.info("tuner: graph %d (key %s): %d Triton kernel(s) take their stored tile config",
+             index, short(decision.graph_key), len(table))
+    return {"autotune_lookup_table": table}
+
+
 @contextlib.contextmanager
 def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int) -> Iterator[None]:
-    """Around the compile of a CPU graph whose applied config turns on `max_autotune`: each GEMM
+    """Around the compile of a graph whose applied config turns on `max_autotune`: each GEMM
     Inductor would autotune takes the winner harvested when that config was measured
     (`tuner.gemm_choices`), benchmarking nothing; GEMMs without one are autotuned as usual."""
     from tuner.gemm_choices import autotunes_gemms, feeding
 
     platform = decision.platform
-    if platform is None or platform.device != "cpu" or not autotunes_gemms(config):
+    if platform is None or platform.device not in ("cpu", "cuda") or not autotunes_gemms(config):
         yield
         return
 

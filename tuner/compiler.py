@@ -103,6 +103,8 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
         from torch._inductor import compile_fx as inductor_compile_fx
 
         from tuner.search_spaces.knobs import mode_options
+        from tuner.triton_choices import attributing
+        from tuner.workload import fingerprint_graph
 
         user: dict[str, Any] = dict(mode_options(mode)) if mode else {}
         user.update(options or {})
@@ -113,7 +115,9 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
             with functorch_config.patch(functorch) if functorch else contextlib.nullcontext():
                 return inductor_compile_fx.compile_fx(graph, example_inputs, config_patches=patches)
 
-        return compile_with_precision(config.precision, gm, example_inputs, compile_graph)
+        # Inside a trial's harvest (tuner.triton_choices), the kernels this compile builds are this graph's.
+        with attributing(lambda: fingerprint_graph(gm, list(example_inputs)).key):
+            return compile_with_precision(config.precision, gm, example_inputs, compile_graph)
 
     tuner_compile.config = config  # type: ignore[attr-defined]
     return tuner_compile

@@ -1,9 +1,10 @@
-"""Inductor's CPU GEMM autotuning choices: harvested where a config is measured, fed back at lookup.
+"""Inductor's GEMM autotuning choices (CPU and CUDA): harvested where a config is measured, fed back at lookup.
 
-With `max_autotune` and real freezing, Inductor lowers each CPU linear to
-`autotune_select_algorithm`, which benchmarks every choice (the C++ GEMM template, whose
-blocking the `cpp.gemm_*` knobs set, against the mkldnn/mkl/ATen externs) and keeps the fastest.
-torch 2.13 offers two process-wide hooks there, and this module owns both:
+With `max_autotune` (and, on CPU, real freezing), Inductor lowers each GEMM to
+`autotune_select_algorithm`, which benchmarks every choice and keeps the fastest: on CPU the C++
+GEMM template (whose blocking the `cpp.gemm_*` knobs set) against the mkldnn/mkl/ATen externs, on
+CUDA the Triton GEMM templates (each tile config its own choice), decompose-k and ATen/cuBLAS.
+torch 2.13 offers two process-wide hooks there, the same on both devices, and this module owns both:
 
 - `harvesting()`: Inductor's feedback saver (`add_feedback_saver`) reports every autotuned GEMM
   with the timing of each choice; inside the context they become `GemmChoice` values.
@@ -12,10 +13,12 @@ torch 2.13 offers two process-wide hooks there, and this module owns both:
   keeps only that one, and Inductor takes a single choice without benchmarking anything.
 
 A GEMM is identified by `gemm_key`: the hash of its choices, each as (`ChoiceCaller.hash_key()`,
-the choice's own inputs: device, dtype, sizes, strides). The C++ template's hash covers its
-generated source (hence its blocking knobs), and the externs' cover their arguments; both were
-checked to be equal across processes. The platform (torch version, thread count, CPU) is the
-other half of the stored key. Anything unexpected in the feed (another choice set, a winner not
+the choice's own inputs: device, dtype, sizes, strides). The C++ and Triton templates' hashes cover
+their generated source (hence blocking knobs and tile configs), and the externs' cover their
+arguments; on CPU both were checked to be equal across processes (on CUDA, bench/gpu_check.py
+checks it). The platform (torch version, thread count, CPU or GPU) is the other half of the key.
+Inductor's CUDA-only `config.lookup_table` (`LookupTableChoices`) is not used: it needs Inductor's
+choices handler replaced for the whole thread before its first compile, and covers templates only. Anything unexpected in the feed (another choice set, a winner not
 among the choices, an error while reading) leaves the choices as they are, so Inductor autotunes
 as it would without tuner.
 
@@ -212,9 +215,9 @@ def chosen(names: Sequence[str], winner: str | None) -> int | None:
 def save_harvest(records: Sequence[GemmChoice], *, db_url: str | None, device: str) -> int:
     """Store harvested GEMMs in `db_url`'s `kernel_configs` for this machine's `device` platform
     (each kept only if better, `save_kernel_config`); returns how many were stored. Nothing
-    without records, a database or on another device than the CPU. A database that cannot be
+    without records, a database or on another device than a CPU or CUDA GPU. A database that cannot be
     used is warned about once (`tuner.kernel_db`), never raised."""
-    if not records or db_url is None or device != "cpu":
+    if not records or db_url is None or not (device == "cpu" or device.startswith("cuda")):
         return 0
     from tuner.kernel_db import KernelDatabase
     from tuner.platform import current_platform

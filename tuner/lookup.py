@@ -226,6 +226,27 @@ class Lookup:
         winner = None if record is None else record.config_dict().get(WINNER)
         return winner if isinstance(winner, str) else None
 
+    def triton_table(self, graph_key: str, platform_key: str) -> dict[str, dict[str, int]]:
+        """The tile configs stored for graph `graph_key`'s generated Triton kernels on exactly this
+        platform (`tuner.triton_choices`) as Inductor's `autotune_lookup_table`; empty on a miss and
+        on a database that cannot be used (then, as in `decide`: one warning, not read again)."""
+        from tuner.storage.kernels import kernel_configs
+        from tuner.triton_choices import KERNEL_PREFIX, table
+
+        with self._lock:
+            if self._unusable is not None:
+                return {}
+            try:
+                records = kernel_configs(self.store(), platform_key=platform_key,
+                                         kernel_name=(KERNEL_PREFIX + graph_key)[:255])
+            except StorageError as exc:
+                self._unusable = str(exc)
+                self._close_store()
+                self.warn_once(f"tuner: {exc}; Inductor tunes its Triton kernels itself "
+                               f"(tuner will not read the database again in this process)")
+                return {}
+        return table(records)
+
     def warn_once(self, message: str) -> None:
         """The process's single LookupWarning; later problems are logged at INFO."""
         if self._warn_enabled and not self._warned:

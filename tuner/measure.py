@@ -224,6 +224,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     """
     from tuner.compiler import compile_config, compile_model
     from tuner.gemm_choices import autotunes_gemms, harvesting, save_harvest
+    from tuner import triton_choices
     from tuner.modelfile import flatten_outputs, load_model_file
     from tuner.node_lock import compile_lock
     from tuner.training import TRAIN
@@ -237,8 +238,11 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         model = loaded.model if config is None else compile_model(loaded.model, config)
         start = time.perf_counter()
         try:
-            # GEMMs Inductor autotunes in this compile (max_autotune on CPU) are harvested for lookups.
-            with compile_lock(), harvesting(autotunes_gemms(config)) as gemms:
+            # GEMMs Inductor autotunes in this compile (max_autotune) and the tile configs its generated
+            # Triton kernels settle on (CUDA) are harvested for lookups.
+            tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(config)
+            with compile_lock(), harvesting(autotunes_gemms(config)) as gemms, \
+                    triton_choices.harvesting(tunes_kernels) as kernels:
                 first = flatten_outputs(loaded.call(model))
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
@@ -253,6 +257,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         if mismatch:
             return Rejected(Status.WRONG_RESULT, mismatch)
     save_harvest(gemms, db_url=spec.kernel_db, device=loaded.device)     # a verified compile's choices only
+    triton_choices.save_harvest(kernels.choices(), db_url=spec.kernel_db, device=loaded.device)
     return Runner(call=lambda: loaded.call(model), sync=device_sync(loaded.device), device=loaded.device,
                   compile_s=None if params is None else compile_s, note=note)
 

@@ -42,7 +42,10 @@ def run_trial_job(payload: dict) -> dict:
         apply_memory_limit(limit)
     try:
         from tuner.measure import run_trial
-    except MemoryError:
+    except (MemoryError, SystemError):
+        # Under a cap, an allocation that fails inside an extension module while torch loads surfaces
+        # as MemoryError or, where the C code sets no exception, "SystemError: error return without
+        # exception set" (both seen here with --memory-limit 150M).
         if limit is None:
             raise
         return Measurement.failed(Status.CRASHED, f"{exceeded(limit)} while importing torch; "

@@ -1,0 +1,159 @@
+"""Inductor's generated Triton kernels: the tile config each settled on, harvested, stored and fed
+back through Inductor's `autotune_lookup_table` (tuner.triton_choices).
+
+There is no GPU here, so the autotuning is replayed: the kernel is the one in
+tests/fixtures/inductor_kernels (as Inductor writes it for CUDA under max_autotune), built by
+Inductor's real heuristics into a real `CachingAutotuner` with all its candidate configs; what a GPU
+does at its first launch (benchmark them, keep the winner's launcher) comes from the recorded JSON
+beside it. Everything after that is real: the harvest, the SQLite database, the lookup, the
+backend's patch and Inductor building the kernel again under that patch with the single stored
+config, which it then launches without benchmarking anything. bench/gpu_check.py checks the same
+on a GPU end to end.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+FIXTURE = Path(__file__).parent / "fixtures" / "inductor_kernels" / "triton_poi_fused_add_relu_0"
+RECORDED = json.loads(FIXTURE.with_suffix(".json").read_text())
+GRAPH = "f" * 64          # the graph key the kernel is attributed to
+
+
+def build_kernel() -> Any:
+    """Inductor's CachingAutotuner for the recorded kernel, built from its source as Inductor loads it."""
+    spec = importlib.util.spec_from_file_location("recorded_inductor_kernel", FIXTURE.with_suffix(".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.triton_poi_fused_add_relu_0
+
+
+@dataclass(frozen=True)
+class ReplayedLauncher:
+    """What a GPU's first launch leaves in `CachingAutotuner.launchers`: the winner's launcher,
+    of which a harvest reads the config only."""
+
+    config: Any
+
+
+def replay_autotuning(kernel: Any) -> None:
+    """The recorded outcome of the kernel's first launch on a GPU: every candidate benchmarked
+    (the timings Inductor returns from `benchmark_all_configs`), the winner's launcher kept."""
+    from tuner.triton_choices import remember_timings
+
+    by_block = {f"XBLOCK={c.kwargs['XBLOCK']}": c for c in kernel.configs}
+    remember_timings(kernel, {ReplayedLauncher(by_block[name]): ms for name, ms in RECORDED["timings_ms"].items()})
+    winner = next(c for c in kernel.configs if c.kwargs["XBLOCK"] == RECORDED["winner"]["XBLOCK"])
+    kernel.launchers = [ReplayedLauncher(winner)]
+
+
+def cuda_platform() -> Any:
+    from tuner.keys import platform_from_parts
+
+    return platform_from_parts("cuda", {"gpu_name": "NVIDIA H200", "capability": "9.0", "sm_count": "132"},
+                               {"torch": "2.13.0", "triton": "3.6.0", "tuner": "test"})
+
+
+def described(config: Any) -> tuple:
+    return (dict(config.kwargs), config.num_warps, config.num_stages)
+
+
+def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_that_config_only(tmp_path: Path) -> None:
+    import torch._inductor.config as inductor_config
+
+    from tuner.backend import _triton_feed
+    from tuner.compiler import compile_config
+    from tuner.decision import Decision, Tier
+    from tuner.kernel_db import KernelDatabase
+    from tuner.lookup import Lookup
+    from tuner.settings import Settings
+    from tuner.triton_choices import attributing, harvesting, lookup_hash
+
+    with harvesting(True) as harvest:
+        with attributing(lambda: GRAPH):          # the graph's compile builds the kernel
+            kernel = build_kernel()
+        assert harvest.choices() == []            # not launched yet: nothing settled
+        replay_autotuning(kernel)
+    assert len(kernel.configs) == len(RECORDED["timings_ms"]) >= 2        # max_autotune's candidates
+    [choice] = harvest.choices()
+    winner = RECORDED["winner"]
+    assert (choice.graph_key, choice.kernel, choice.size_hints) == (GRAPH, RECORDED["kernel"], RECORDED["size_hints"])
+    assert dict(choice.config) == winner
+    assert choice.latency_ms == RECORDED["timings_ms"][f"XBLOCK={winner['XBLOCK']}"]
+    assert choice.configs_tried == 2
+    assert choice.lookup_hash == lookup_hash(str(kernel.size_hints), kernel.fn.src)
+
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    platform = cuda_platform()
+    db = KernelDatabase(url)
+    assert db.save(choice.to_record(platform, user="test", host="test"), platform)
+    lookup = Lookup(Settings(db_url=url), warn=False)
+    assert lookup.triton_table(GRAPH, platform.key) == {choice.lookup_hash: winner}
+    assert lookup.triton_table("e" * 64, platform.key) == {}            # another graph's kernels
+    assert lookup.triton_table(GRAPH, "another-platform") == {}
+
+    tuned = compile_config({"max_autotune": True})
+    decision = Decision(graph_key=GRAPH, platform=platform, tier=Tier.EXACT, config=tuned, reason="test")
+    patch = _triton_feed(lookup, decision, tuned, 0)
+    assert patch == {"autotune_lookup_table": {choice.lookup_hash: winner}}
+    with inductor_config.patch(patch):
+        fed = build_kernel()
+    # One config, the stored one: Inductor launches it without benchmarking (it autotunes only
+    # a kernel with more than one launcher).
+    assert [described(c) for c in fed.configs] == [({"XBLOCK": winner["XBLOCK"]}, winner["num_warps"],
+                                                    winner["num_stages"])]
+    assert len(build_kernel().configs) >= 2       # without the patch, all the candidates again
+
+
+def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(tmp_path: Path) -> None:
+    from tuner.backend import _triton_feed
+    from tuner.compiler import compile_config
+    from tuner.decision import Decision, Tier
+    from tuner.keys import platform_from_parts
+    from tuner.lookup import Lookup
+    from tuner.settings import Settings
+    from tuner.triton_choices import TritonChoice, autotunes_triton
+    from tuner.kernel_db import KernelDatabase
+
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    platform = cuda_platform()
+    choice = TritonChoice(graph_key=GRAPH, kernel="triton_red_fused_sum_0", size_hints="{'x': 64, 'r0_': 1024}",
+                          lookup_hash="a" * 64, config=(("R0_BLOCK", 64), ("XBLOCK", 1), ("num_stages", 1),
+                                                        ("num_warps", 8)), latency_ms=0.01, configs_tried=7)
+    assert KernelDatabase(url).save(choice.to_record(platform, user="test", host="test"), platform)
+    lookup = Lookup(Settings(db_url=url), warn=False)
+    cpu = platform_from_parts("cpu", {"cpu_model": "x"}, {"torch": "2.13.0"})
+    for params, where, fed in (({"max_autotune": True}, platform, True),
+                               ({"coordinate_descent_tuning": True}, platform, True),
+                               ({"max_autotune_pointwise": True}, platform, True),
+                               ({}, platform, False),                      # Inductor's defaults tune nothing more
+                               ({"max_autotune": True}, cpu, False)):       # CPU kernels are not Triton's
+        config = compile_config(params)
+        assert autotunes_triton(config) == bool(params)
+        decision = Decision(graph_key=GRAPH, platform=where, tier=Tier.EXACT, config=config, reason="test")
+        patch = _triton_feed(lookup, decision, config, 0)
+        expected = {"autotune_lookup_table": {"a" * 64: dict(choice.config)}} if fed else None
+        assert patch == expected, (params, where.device)
+
+
+@pytest.mark.parametrize("case", ["two launchers", "template", "no _fused_"])
+def test_a_kernel_that_did_not_settle_or_that_inductor_does_not_look_up_is_not_harvested(case: str) -> None:
+    from torch._inductor.runtime.hints import HeuristicType
+
+    from tuner.triton_choices import settled_choice
+
+    kernel = build_kernel()
+    replay_autotuning(kernel)
+    if case == "two launchers":
+        kernel.launchers = [ReplayedLauncher(c) for c in kernel.configs]
+    elif case == "template":
+        kernel.heuristic_type = HeuristicType.TEMPLATE
+    else:
+        kernel.fn = SimpleNamespace(src=kernel.fn.src.replace("_fused_", "_"), __name__="triton_poi_add_relu_0")
+    assert settled_choice(kernel, GRAPH) is None
