@@ -215,7 +215,8 @@ def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", in
     platform = decision.platform
     if platform is None or platform.device != "cuda" or not autotunes_triton(config):
         return None
-    table = lookup.triton_table(decision.graph_key, platform.key)
+    table = lookup.guarded("read the Triton kernel configs of", index,
+                           lambda: lookup.triton_table(decision.graph_key, platform.key))
     if not table:
         return None
     log.info("tuner: graph %d (key %s): %d Triton kernel(s) take their stored tile config",

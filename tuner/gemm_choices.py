@@ -18,9 +18,9 @@ their generated source (hence blocking knobs and tile configs), and the externs'
 arguments; on CPU both were checked to be equal across processes (on CUDA, bench/gpu_check.py
 checks it). The platform (torch version, thread count, CPU or GPU) is the other half of the key.
 Inductor's CUDA-only `config.lookup_table` (`LookupTableChoices`) is not used: it needs Inductor's
-choices handler replaced for the whole thread before its first compile, and covers templates only. Anything unexpected in the feed (another choice set, a winner not
-among the choices, an error while reading) leaves the choices as they are, so Inductor autotunes
-as it would without tuner.
+choices handler replaced for the whole thread before its first compile, and covers templates only.
+Anything unexpected in the feed (another choice set, a winner not among the choices, an error
+while reading) leaves the choices as they are, so Inductor autotunes as it would without tuner.
 
 Both hooks act only inside their context and only on the thread that opened it: Inductor lowers a
 graph on the thread that called `compile_fx`. The hooks are registered once per process and stay
