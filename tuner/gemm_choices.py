@@ -17,8 +17,9 @@ the choice's own inputs: device, dtype, sizes, strides). The C++ and Triton temp
 their generated source (hence blocking knobs and tile configs), and the externs' cover their
 arguments; on CPU both were checked to be equal across processes (on CUDA, bench/gpu_check.py
 checks it). The platform (torch version, thread count, CPU or GPU) is the other half of the key.
-Inductor's CUDA-only `config.lookup_table` (`LookupTableChoices`) is not used: it needs Inductor's
-choices handler replaced for the whole thread before its first compile, and covers templates only.
+Inductor's CUDA-only `config.lookup_table` is not used: it acts only through `LookupTableChoices`
+installed as Inductor's choices handler (replacing any the user installed), and it covers template
+choices only, where these hooks cover every choice, externs included, on both devices.
 Anything unexpected in the feed (another choice set, a winner not among the choices, an error
 while reading) leaves the choices as they are, so Inductor autotunes as it would without tuner.
 
@@ -122,11 +123,8 @@ def harvesting(enabled: bool = True) -> Iterator[list[GemmChoice]]:
         return
     _install()
     records: list[GemmChoice] = []
-    previous, _state.harvest = getattr(_state, "harvest", None), records
-    try:
+    with on_this_thread(_state, "harvest", records):
         yield records
-    finally:
-        _state.harvest = previous
 
 
 @contextlib.contextmanager
@@ -136,11 +134,20 @@ def feeding(find: Callable[[str], str | None]) -> Iterator[GemmFeed]:
     unknown choice, any error) its choices stay as they are. Never raises into the compile."""
     _install()
     feed = GemmFeed(find)
-    previous, _state.feed = getattr(_state, "feed", None), feed
-    try:
+    with on_this_thread(_state, "feed", feed):
         yield feed
+
+
+@contextlib.contextmanager
+def on_this_thread(state: threading.local, name: str, value: Any) -> Iterator[None]:
+    """`state.<name>` is `value` while open, then what it was: Inductor's process-wide hooks read
+    it on the thread that compiles, so only that thread's compiles are harvested or fed."""
+    previous = getattr(state, name, None)
+    setattr(state, name, value)
+    try:
+        yield
     finally:
-        _state.feed = previous
+        setattr(state, name, previous)
 
 
 def _install() -> None:

@@ -124,12 +124,11 @@ def harvesting(enabled: bool = True) -> Iterator[Harvest]:
     if not enabled:
         yield harvest
         return
+    from tuner.gemm_choices import on_this_thread
+
     _observe_timings()
-    previous, _state.harvest = getattr(_state, "harvest", None), harvest
-    try:
+    with on_this_thread(_state, "harvest", harvest):
         yield harvest
-    finally:
-        _state.harvest = previous
 
 
 @contextlib.contextmanager
