@@ -157,3 +157,29 @@ def test_a_kernel_that_did_not_settle_or_that_inductor_does_not_look_up_is_not_h
     else:
         kernel.fn = SimpleNamespace(src=kernel.fn.src.replace("_fused_", "_"), __name__="triton_poi_add_relu_0")
     assert settled_choice(kernel, GRAPH) is None
+
+
+def test_tuner_kernels_lists_the_harvested_kernels_by_family_and_graph(tmp_path: Path) -> None:
+    from helpers import run_main
+
+    from tuner.gemm_choices import GemmChoice
+    from tuner.kernel_db import KernelDatabase
+    from tuner.triton_choices import TritonChoice
+
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    platform, db = cuda_platform(), KernelDatabase(url)
+    for graph, ms in ((GRAPH, 0.0), ("e" * 64, 0.0123)):
+        db.save(TritonChoice(graph_key=graph, kernel="triton_poi_fused_add_relu_0", size_hints="{'x': 4096}",
+                             lookup_hash="b" * 64, config=(("XBLOCK", 128), ("num_stages", 1), ("num_warps", 4)),
+                             latency_ms=ms, configs_tried=2).to_record(platform, user="u", host="h"), platform)
+    db.save(GemmChoice(op="mm", inputs="[]", key="c" * 32, timings=(("triton_mm", 0.02), ("extern_mm", 0.03)))
+            .to_record(platform, user="u", host="h"), platform)
+    family = run_main("kernels", "--db", url, "--kernel", "inductor-triton")
+    assert family.returncode == 0, family.stderr
+    rows = family.stdout.splitlines()[2:]
+    assert len(rows) == 2 and all(r.startswith("inductor-triton:") for r in rows), rows
+    assert any(" - " in r for r in rows) and any("0.0123" in r for r in rows)     # no timing reported: "-"
+    one = run_main("kernels", "--db", url, "--kernel", f"inductor-triton:{GRAPH}")
+    assert len(one.stdout.splitlines()[2:]) == 1 and GRAPH in one.stdout
+    assert len(run_main("kernels", "--db", url, "--kernel", "inductor-gemm").stdout.splitlines()[2:]) == 1
+    assert run_main("kernels", "--db", url, "--kernel", "inductor").returncode == 1     # a prefix ends at ":"
