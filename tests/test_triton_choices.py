@@ -100,7 +100,7 @@ def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_tha
 
     tuned = compile_config({"max_autotune": True})
     decision = Decision(graph_key=GRAPH, platform=platform, tier=Tier.EXACT, config=tuned, reason="test")
-    patch = _triton_feed(lookup, decision, tuned, 0)
+    patch = _triton_feed(lookup, decision, tuned, 0, graph_key=lambda: GRAPH)
     assert patch == {"autotune_lookup_table": {choice.lookup_hash: winner}}
     with inductor_config.patch(patch):
         fed = build_kernel()
@@ -137,7 +137,7 @@ def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(
         config = compile_config(params)
         assert autotunes_triton(config) == bool(params)
         decision = Decision(graph_key=GRAPH, platform=where, tier=Tier.EXACT, config=config, reason="test")
-        patch = _triton_feed(lookup, decision, config, 0)
+        patch = _triton_feed(lookup, decision, config, 0, graph_key=lambda: GRAPH)
         expected = {"autotune_lookup_table": {"a" * 64: dict(choice.config)}} if fed else None
         assert patch == expected, (params, where.device)
 
@@ -183,3 +183,59 @@ def test_tuner_kernels_lists_the_harvested_kernels_by_family_and_graph(tmp_path:
     assert len(one.stdout.splitlines()[2:]) == 1 and GRAPH in one.stdout
     assert len(run_main("kernels", "--db", url, "--kernel", "inductor-gemm").stdout.splitlines()[2:]) == 1
     assert run_main("kernels", "--db", url, "--kernel", "inductor").returncode == 1     # a prefix ends at ":"
+
+
+@pytest.mark.slow
+def test_a_freezing_config_is_fed_under_the_key_its_trial_harvested(tmp_path: Path, monkeypatch) -> None:
+    """A freezing trial traces its graph with parameters as constants, and so does the lookup's
+    frozen re-trace (not the first, plain trace the stored config is keyed by): the feed must read
+    the kernels under the frozen graph's own key, which is the trial's. No GPU builds kernels here,
+    so the kernels a compile builds are stood in for (one object per compile) and the backend's
+    feed is observed, not run (it acts on CUDA graphs only)."""
+    import torch
+
+    import tuner
+    import tuner.backend as backend
+    import tuner.triton_choices as triton_choices
+    from helpers import MODELS
+    from test_lookup import store_configs
+    from tuner.compiler import compile_config, compile_model
+    from tuner.modelfile import load_model_file
+    from tuner.platform import current_platform
+    from tuner.workload import capture_workload
+
+    class Built:
+        """Stands in for the kernels a compile builds (weak-referenceable, like a CachingAutotuner)."""
+
+    scans, kept = iter(range(1000)), []
+
+    def live() -> list:                 # even scans are "before" a compile, odd ones "after"
+        if next(scans) % 2:
+            kept.append(Built())
+        return list(kept)
+
+    monkeypatch.setattr(triton_choices, "_live_autotuners", live)
+    model = str(MODELS / "tiny_mlp.py")
+    loaded = load_model_file(model, seed=0)
+    with torch.no_grad(), triton_choices.harvesting(True) as harvest:
+        loaded.call(compile_model(loaded.model, compile_config({"freezing": True, "max_autotune": True})))
+    [(trial_key, _)] = harvest.graphs
+
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    workload = capture_workload(load_model_file(model))
+    store_configs(url, workload, current_platform("cpu"), {"freezing": True, "max_autotune": True})
+    fed_keys = []
+    real_feed = backend._triton_feed
+
+    def observed(*args, graph_key, **kwargs):
+        fed_keys.append(graph_key())
+        return real_feed(*args, graph_key=graph_key, **kwargs)
+
+    monkeypatch.setattr(backend, "_triton_feed", observed)
+    again = load_model_file(model, seed=0)
+    with torch.no_grad():
+        tuned = tuner.compile(again.model, db=url)
+        again.call(tuned)                   # phase 1: decides, runs uncompiled
+        again.call(tuned)                   # phase 2: the frozen re-trace, compiled with the stored config
+    assert fed_keys == [trial_key], (fed_keys, trial_key)
+    assert trial_key != workload.graphs[0].key      # the stored config's key is the plain trace's

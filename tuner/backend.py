@@ -90,10 +90,11 @@ class TunerBackend:
         index = next(self._index)
         decision = self.freezing.decision_for_frozen_trace() if self.freezing is not None else None
         explanation, note = None, "frozen re-trace, decided from the first call"
+        fingerprint: "GraphFingerprint | None" = None
         if decision is None:
             lookup, note = self.lookup, ""
             found = lookup.decide_graph(gm, example_inputs, index=index)
-            decision = found.decision
+            decision, fingerprint = found.decision, found.fingerprint
             explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
             if self.freezing is not None and self.freezing.probe(decision, precision=precision):
                 _report(index, decision, explanation,
@@ -114,7 +115,8 @@ class TunerBackend:
             return gm.forward
         from tuner.compiler import make_backend
 
-        kernels = _triton_feed(self.lookup, decision, choice.config, index)
+        kernels = _triton_feed(self.lookup, decision, choice.config, index,
+                               graph_key=_own_key(self.lookup, gm, example_inputs, fingerprint, index))
         with _gemm_feed(self.lookup, decision, choice.config, index):
             return make_backend(choice.config, user_patches=kernels)(gm, example_inputs, mode=mode, options=options)
 
@@ -206,21 +208,41 @@ def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation 
     return lookup.guarded("explain", index, lambda: explain_graph(lookup, fingerprint, platform))
 
 
-def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int) -> dict[str, Any] | None:
+def _own_key(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any],
+             fingerprint: "GraphFingerprint | None", index: int) -> Callable[[], str | None]:
+    """The key of the graph being compiled, computed on first use (None if that fails): the
+    lookup's fingerprint, or for a frozen re-trace (decided from the first call, so never
+    fingerprinted) its own, the key its kernels were harvested under in a freezing trial."""
+    if fingerprint is not None:
+        return lambda: fingerprint.key
+
+    def compute() -> str | None:
+        from tuner.workload import fingerprint_graph
+
+        found = lookup.guarded("fingerprint", index, lambda: fingerprint_graph(gm, list(example_inputs), index=index))
+        return None if found is None else found.key
+
+    return compute
+
+
+def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int, *,
+                 graph_key: Callable[[], str | None]) -> dict[str, Any] | None:
     """For a CUDA graph whose applied config tunes Inductor's Triton kernels: the configs they
-    settled on when that config was measured (`tuner.triton_choices`), as the
-    `autotune_lookup_table` patch, so those kernels benchmark nothing; None when there are none."""
+    settled on when that config was measured on this graph (`graph_key()`, the graph as traced now:
+    `tuner.triton_choices`), as the `autotune_lookup_table` patch, so those kernels benchmark
+    nothing; None when there are none."""
     from tuner.triton_choices import autotunes_triton
 
     platform = decision.platform
     if platform is None or platform.device != "cuda" or not autotunes_triton(config):
         return None
-    table = lookup.guarded("read the Triton kernel configs of", index,
-                           lambda: lookup.triton_table(decision.graph_key, platform.key))
+    key = graph_key()
+    table = None if key is None else lookup.guarded("read the Triton kernel configs of", index,
+                                                    lambda: lookup.triton_table(key, platform.key))
     if not table:
         return None
     log.info("tuner: graph %d (key %s): %d Triton kernel(s) take their stored tile config",
-             index, short(decision.graph_key), len(table))
+             index, short(key), len(table))
     return {"autotune_lookup_table": table}
 
 
