@@ -53,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 SECTIONS = "abcd"
 
 GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "5", "--timeout", "240"]
-SMOKE_SEARCH = ["--trials", "2", "--repeat", "3", "--rounds", "3", "--timeout", "120"]
+SMOKE_SEARCH = ["--trials", "2", "--repeat", "3", "--rounds", "4", "--timeout", "120"]
 
 
 class Tee:
@@ -293,7 +293,7 @@ def section_search(check: Check) -> list[str]:
 
 def summary_rows(lines: list[str]) -> list[str]:
     """The search's summary table (eager, default, best mode, tuned) and its `stored:` line."""
-    first = next((i for i, ln in enumerate(lines) if "speedup vs default" in ln), None)
+    first = next((i for i, ln in enumerate(lines) if "latency ms" in ln and "confirmed" in ln), None)
     if first is None:
         return []
     rows = []
