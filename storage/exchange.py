@@ -1,8 +1,8 @@
 """Exchange files: best configs as versioned JSON with a checksum; import, export and merge.
 
-The format (version 3), one JSON object and nothing else (never pickle):
+The format (version 4), one JSON object and nothing else (never pickle):
 
-    {"format": "tuner-exchange", "version": 3, "checksum": "sha256:<hex>",
+    {"format": "tuner-exchange", "version": 4, "checksum": "sha256:<hex>",
      "exported_at": "<ISO 8601 UTC>", "exported_by": {"user", "host", "tuner_version"},
      "platforms": [{"key", "hardware_key", "software_key", "device", "hardware", "software"}],
      "workloads": [{"key", "name", "graphs": [{"index", "key", "num_nodes", "input_meta", "code"}]}],
@@ -11,16 +11,23 @@ The format (version 3), one JSON object and nothing else (never pickle):
                     "user", "host", "tuner_version", "torch_version", "triton_version",
                     "created_at", "eager", "unfrozen_params", "unfrozen_speedup",
                     "unfrozen_eager", "search_speedup"}],
-     "failure_rules": [{"platform_key", "knobs": {knob: value}, "failures", "created_at"}]}
+     "failure_rules": [{"platform_key", "knobs": {knob: value}, "failures", "created_at"}],
+     "kernel_configs": [{"kernel_key", "kernel_name", "platform_key", "key_args": {name: scalar},
+                         "dtypes", "config": {name: scalar}, "latency_ms", "spread_ms",
+                         "configs_tried", "space_size", "user", "host", "tuner_version",
+                         "torch_version", "triton_version", "created_at"}]}
 
 Version 2 added the last five record keys (`BestConfig`'s fields of the same names: an eager
 verdict, the config without freezing beside a freezing winner, its speedup, whether eager beat
 every config without freezing, the winner's speedup during the search); `unfrozen_params`, `unfrozen_speedup` and `search_speedup` may be
 null. Version 3 added "failure_rules": learned failures (tuner.storage.failures), each one or
 two knob values that always failed to compile on a platform of the file, with the number of
-compile errors behind it. This tuner writes version 3 and reads versions 1 to 3: a version-1
-record has exactly the other keys and reads as eager and unfrozen_eager false with the three
-others null; files before version 3 have no "failure_rules" and carry none. A tuner that
+compile errors behind it. Version 4 added "kernel_configs": the `kernel_configs` rows of the
+file's platforms (`tuner.autotune` winners, Inductor's harvested GEMM choices and Triton kernel
+configs), so a teammate importing the file launches those kernels without benchmarking. This
+tuner writes version 4 and reads versions 1 to 4: a version-1 record has exactly the other keys
+and reads as eager and unfrozen_eager false with the three others null; files before version 3
+have no "failure_rules" and carry none, files before version 4 no "kernel_configs". A tuner that
 knows an older version refuses a newer file by name ("upgrade tuner") instead of dropping
 what it cannot apply.
 
@@ -35,7 +42,9 @@ knob (in `params` and `unfrozen_params`) against the allow-list
 empty params and is not default; `unfrozen_params` only beside params that turn freezing on,
 and without freezing itself; `unfrozen_speedup` only with `unfrozen_params`; `unfrozen_eager`
 only with empty `unfrozen_params`; speedups > 0. A failure rule holds one or two knobs of the
-allow-list and at least 2 failures, on a platform of the file.
+allow-list and at least 2 failures, on a platform of the file. A kernel config holds JSON
+scalars in `key_args` and `config`, timings and counts not negative, on a platform of the file;
+an imported one is kept where it is new or faster than the stored one.
 Then `Store.apply_snapshot` writes everything in one transaction. Any problem raises
 ExchangeError and writes nothing. The records (their keys per version, how they are written
 and checked) live in `tuner.storage.exchange_records`.
@@ -55,14 +64,15 @@ from tuner.errors import ExchangeError
 from tuner.jsoncheck import Invalid, check_fields, check_text_map, loads_strict, show
 from tuner.keys import (GraphFingerprint, Platform, Workload, canonical_json, graph_key, platform_from_parts,
                         workload_key)
-from tuner.storage.exchange_records import RECORD_LENGTHS, record_best, record_json, record_rule, rule_json
+from tuner.storage.exchange_records import (RECORD_LENGTHS, kernel_json, record_best, record_json, record_kernel,
+                                           record_rule, rule_json)
 from tuner.storage.provenance import utc_iso
 from tuner.storage.records import ApplyReport, Snapshot
 from tuner.storage.store import Store
 from tuner.storage.urls import safe_url
 
 FORMAT = "tuner-exchange"
-VERSION = 3
+VERSION = 4
 MAX_FILE_BYTES = 64 * 2**20
 MAX_GRAPH_CODE = 2**20                  # a graph's canonical text
 MAX_INPUT_META = 256 * 2**10
@@ -71,6 +81,7 @@ MAX_ENTRIES = 64                        # keys of a platform's hardware or softw
 _TOP = {"format": str, "version": int, "checksum": str, "exported_at": str, "exported_by": dict,
         "platforms": list, "workloads": list, "records": list}
 _TOP_V3 = {**_TOP, "failure_rules": list}
+_TOP_V4 = {**_TOP_V3, "kernel_configs": list}
 _BY = {"user": str, "host": str, "tuner_version": str}
 _PLATFORM = {"key": str, "hardware_key": str, "software_key": str, "device": str,
              "hardware": dict, "software": dict}
@@ -88,6 +99,7 @@ class ExportReport:
     workloads: int
     checksum: str
     rules: int = 0                      # learned failure rules
+    kernels: int = 0                    # kernel configs
 
 
 # ---------------------------------------------------------------- writing
@@ -108,6 +120,7 @@ def to_document(snapshot: Snapshot, *, user: str, host: str, tuner_version: str,
                       for w in snapshot.workloads],
         "records": [record_json(b) for b in snapshot.bests],
         "failure_rules": [rule_json(r) for r in snapshot.rules],
+        "kernel_configs": [kernel_json(k) for k in snapshot.kernels],
     }
     document["checksum"] = checksum_of(document)
     return document
@@ -125,7 +138,7 @@ def export_file(store: Store, path: str | Path, *, workload_keys: list[str] | No
     file, then a rename). Raises ExchangeError when nothing matches the selection; writes
     nothing then."""
     snapshot = store.snapshot(workload_keys=workload_keys, platform_keys=platform_keys)
-    if not snapshot.bests and not snapshot.rules:
+    if not snapshot.bests and not snapshot.rules and not snapshot.kernels:
         raise ExchangeError(f"no best configs to export from {store.safe_url} for this "
                             f"selection; list them with: tuner db ls")
     document = to_document(snapshot, user=user, host=host, tuner_version=tuner_version)
@@ -142,7 +155,7 @@ def export_file(store: Store, path: str | Path, *, workload_keys: list[str] | No
                             f"--out path") from exc
     return ExportReport(path=str(target), records=len(snapshot.bests),
                         platforms=len(snapshot.platforms), workloads=len(snapshot.workloads),
-                        checksum=document["checksum"], rules=len(snapshot.rules))
+                        checksum=document["checksum"], rules=len(snapshot.rules), kernels=len(snapshot.kernels))
 
 
 # ---------------------------------------------------------------- reading
@@ -200,7 +213,8 @@ def _validate(document: Any, name: str) -> Snapshot:
                             f"version {VERSION}; upgrade tuner (in its checkout: git pull, then pip install .) to read it")
     if version < 1:
         raise _refuse(name, f"has unknown exchange format version {version}")
-    check_fields(document, _TOP_V3 if version >= 3 else _TOP, "the file", lengths=_LENGTHS)
+    check_fields(document, _TOP_V4 if version >= 4 else _TOP_V3 if version >= 3 else _TOP, "the file",
+                 lengths=_LENGTHS)
     if checksum_of(document) != document["checksum"]:
         raise _refuse(name, "fails its checksum: the file was changed or damaged after export; "
                             "export it again from the source database")
@@ -211,7 +225,10 @@ def _validate(document: Any, name: str) -> Snapshot:
                   for index, record in enumerate(document["records"]))
     rules = tuple(record_rule(record, f"failure rule {index}", platforms=platforms)
                   for index, record in enumerate(document.get("failure_rules", ())))
-    return Snapshot(platforms=tuple(platforms.values()), workloads=workloads, bests=bests, rules=rules)
+    kernels = tuple(record_kernel(record, f"kernel config {index}", platforms=platforms)
+                    for index, record in enumerate(document.get("kernel_configs", ())))
+    return Snapshot(platforms=tuple(platforms.values()), workloads=workloads, bests=bests, rules=rules,
+                    kernels=kernels)
 
 
 def _refuse(name: str, problem: str) -> ExchangeError:
@@ -270,7 +287,7 @@ def import_file(store: Store, path: str | Path) -> ApplyReport:
 
 def merge(store: Store, source_url: str, *, user: str, host: str,
           tuner_version: str) -> ApplyReport:
-    """Pull another database's best configs (with their platforms and workloads) into
+    """Pull another database's best configs, failure rules and kernel configs (with their platforms and workloads) into
     `store`: read-only on the source, then the same validation and single transaction as
     an import. The source must be at this tuner's schema."""
     source_name = safe_url(source_url)

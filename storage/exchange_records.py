@@ -4,7 +4,8 @@
 are version 2's); `record_best` checks one record of version 1, 2 or 3 and returns its
 BestConfig. A version-1 record lacks the verdict keys (`eager`, `unfrozen_params`,
 `unfrozen_speedup`, `search_speedup`) and reads with BestConfig's defaults for them.
-`rule_json` and `record_rule` do the same for a learned failure rule (version 3). The file
+`rule_json` and `record_rule` do the same for a learned failure rule (version 3), `kernel_json`
+and `record_kernel` for a kernel config (version 4). The file
 around the records, and the format's description, are tuner.storage.exchange's.
 """
 from __future__ import annotations
@@ -13,11 +14,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tuner.errors import SpaceError
-from tuner.jsoncheck import Invalid, check_fields, check_string, show
+from tuner.jsoncheck import Invalid, check_fields, check_string, is_kind, show
 from tuner.keys import Platform
 from tuner.storage.provenance import utc_iso
 from tuner.storage.failures import MIN_FAILURES
-from tuner.storage.records import BestConfig, FailureRule
+from tuner.storage.records import BestConfig, FailureRule, KernelConfig
 
 MAX_STRING = 4096                       # bytes of UTF-8 of a knob's text value
 _V1 = {"graph_key": str, "platform_key": str, "workload_key": str, "params": dict,
@@ -30,7 +31,7 @@ KEYS: dict[int, dict[str, Any]] = {
     2: {**_V1, "eager": bool, "unfrozen_params": (dict, None), "unfrozen_speedup": (float, None),
         "unfrozen_eager": bool, "search_speedup": (float, None)},
 }
-KEYS[3] = KEYS[2]
+KEYS[3] = KEYS[4] = KEYS[2]           # versions 3 and 4 added other objects, not record keys
 RULE_KEYS = {"platform_key": str, "knobs": dict, "failures": int, "created_at": str}
 # The database columns' limits, in bytes of UTF-8.
 RECORD_LENGTHS = {"graph_key": 128, "platform_key": 128, "workload_key": 128, "user": 255,
@@ -154,3 +155,46 @@ def check_params(params: dict[str, Any], where: str) -> None:
         validate_params(params)
     except SpaceError as exc:
         raise Invalid(f"{where}: {exc}") from None
+
+
+# A kernel config record (version 4): `tuner.autotune`'s winners and Inductor's harvested choices.
+KERNEL_KEYS = {"kernel_key": str, "kernel_name": str, "platform_key": str, "key_args": dict, "dtypes": str,
+               "config": dict, "latency_ms": float, "spread_ms": float, "configs_tried": int, "space_size": int,
+               "user": str, "host": str, "tuner_version": str, "torch_version": str, "triton_version": str,
+               "created_at": str}
+KERNEL_LENGTHS = {**RECORD_LENGTHS, "kernel_key": 64, "kernel_name": 255, "dtypes": 1024}
+MAX_KERNEL_ENTRIES = 512                # key arguments or config entries of one kernel record
+
+
+def kernel_json(kernel: KernelConfig) -> dict[str, Any]:
+    """`kernel` as a kernel-config record (version 4); `kernel.created_at` must be set."""
+    assert kernel.created_at is not None
+    return {**{name: getattr(kernel, name) for name in KERNEL_KEYS if name not in ("key_args", "config")},
+            "key_args": dict(kernel.key_args), "config": dict(kernel.config),
+            "latency_ms": float(kernel.latency_ms), "spread_ms": float(kernel.spread_ms),
+            "created_at": utc_iso(kernel.created_at)}
+
+
+def record_kernel(record: Any, where: str, *, platforms: dict[str, Platform]) -> KernelConfig:
+    """A kernel-config record (on one of `platforms`) as a KernelConfig: key arguments and config
+    of JSON scalars (strings within MAX_STRING bytes), timings and counts not negative. Raises
+    Invalid, one line starting with `where`, at the first problem."""
+    check_fields(record, KERNEL_KEYS, where, lengths=KERNEL_LENGTHS)
+    where = f"{where} ({record['kernel_name'][:40]})"
+    if record["platform_key"] not in platforms:
+        raise Invalid(f"{where}: platform {record['platform_key']} is not in the file's platforms")
+    for name in ("key_args", "config"):
+        entries = record[name]
+        if len(entries) > MAX_KERNEL_ENTRIES:
+            raise Invalid(f"{where}: {name} has {len(entries)} entries, over {MAX_KERNEL_ENTRIES}")
+        for key, value in entries.items():
+            check_string(key, f"{where} {name} key", 255)
+            if isinstance(value, str):
+                check_string(value, f"{where} {name} {show(key)}", MAX_STRING)
+            elif not (type(value) in (bool, int) or is_kind(value, float)):
+                raise Invalid(f"{where}: {name} {show(key)} is {show(value)}, not a JSON scalar")
+    if min(record["latency_ms"], record["spread_ms"], record["configs_tried"], record["space_size"]) < 0:
+        raise Invalid(f"{where}: timings and counts must not be negative")
+    fields = {name: record[name] for name in KERNEL_KEYS if name not in ("key_args", "config", "created_at")}
+    return KernelConfig(**fields, key_args=tuple(record["key_args"].items()), config=tuple(record["config"].items()),
+                        created_at=_created(record["created_at"], where), source="import")

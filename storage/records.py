@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
 from tuner.keys import Platform, Workload, canonical_json
 from tuner.trial import Measurement
@@ -131,10 +131,39 @@ def rule_key(knobs: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(dict(knobs)).encode()).hexdigest()[:32]
 
 
+Scalar = Union[bool, int, float, str]
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """One kernel's kept tile config on one platform, with its evidence and provenance."""
+
+    kernel_key: str
+    kernel_name: str
+    platform_key: str
+    key_args: tuple[tuple[str, Scalar], ...]     # the key arguments' values, for display
+    dtypes: str                                  # the tensor arguments' dtypes, comma-separated
+    config: tuple[tuple[str, Scalar], ...]       # block sizes and Triton launch options
+    latency_ms: float
+    spread_ms: float
+    configs_tried: int
+    space_size: int
+    user: str
+    host: str
+    tuner_version: str
+    torch_version: str
+    triton_version: str
+    created_at: datetime | None = None           # None: now, when saved
+    source: str = "search"
+
+    def config_dict(self) -> dict[str, Scalar]:
+        return dict(self.config)
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """Best configs and learned failure rules, with the platforms and workloads (graphs
-    included) they refer to.
+    """Best configs, learned failure rules and kernel configs, with the platforms and workloads
+    (graphs included) they refer to.
 
     What `Store.snapshot` reads and `Store.apply_snapshot` writes: the content of an
     exchange file or of a merge.
@@ -144,6 +173,7 @@ class Snapshot:
     workloads: tuple[Workload, ...]
     bests: tuple[BestConfig, ...]
     rules: tuple[FailureRule, ...] = ()
+    kernels: tuple[KernelConfig, ...] = ()     # kernel tile configs and Inductor's harvested choices
 
 
 @dataclass(frozen=True)
@@ -158,3 +188,5 @@ class ApplyReport:
     workloads_added: int
     rules: int = 0                   # failure rules in the snapshot
     rules_stored: int = 0            # of which new here, or stronger than the stored evidence
+    kernels: int = 0                 # kernel configs in the snapshot
+    kernels_stored: int = 0          # of which new here, or faster than the stored one

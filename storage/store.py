@@ -22,6 +22,7 @@ from tuner.keys import GraphFingerprint, Platform, Workload
 from tuner.storage import failures
 from tuner.storage import queries as q
 from tuner.storage.engine import WRITE, caller_bug, make_engine, storage_error
+from tuner.storage.kernel_rows import save_in, with_kernels
 from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow,
                                   TrialRow, WorkloadRow, utcnow)
 from tuner.storage.records import (ApplyReport, BestConfig, HistoryEntry, Snapshot, StudyInfo,
@@ -248,15 +249,15 @@ class Store:
 
     def snapshot(self, *, workload_keys: list[str] | None = None,
                  platform_keys: list[str] | None = None) -> Snapshot:
-        """The best configs (of graphs of these workloads, on these platforms; None: all),
-        with their platforms and the workloads, graphs included, that contain their graphs,
-        and the learned failure rules of the selection (`tuner.storage.failures.with_rules`).
-
-        What `tuner db export` writes and `tuner db merge` reads. Empty when nothing matches.
-        """
+        """The best configs (of graphs of these workloads, on these platforms; None: all), with
+        their platforms and the workloads (graphs included) that contain their graphs, and the
+        selection's failure rules and kernel configs (`failures.with_rules`, `kernel_rows.with_kernels`).
+        What `tuner db export` writes and `tuner db merge` reads. Empty when nothing matches."""
         with self.session_scope() as session:
             found = q.snapshot(session, workload_keys=workload_keys, platform_keys=platform_keys)
-            return failures.with_rules(session, found, workload_keys=workload_keys, platform_keys=platform_keys)
+            for add in (failures.with_rules, with_kernels):
+                found = add(session, found, workload_keys=workload_keys, platform_keys=platform_keys)
+            return found
 
     def apply_snapshot(self, snapshot: Snapshot, *, source: str, origin: str) -> ApplyReport:
         """Write a validated snapshot (an import or a merge) in ONE transaction: all or nothing.
@@ -266,8 +267,8 @@ class Store:
         the installed ones, and into history with `source` ("import" or "merge") and
         `origin`; `study_id` is dropped (studies are local). Applying the same snapshot
         again changes nothing. Failure rules are unioned, keeping the larger evidence
-        (`tuner.storage.failures.apply_rules`). Validation is the caller's (tuner.storage.exchange).
-        """
+        (`failures.apply_rules`); kernel configs are kept when new or faster (`kernel_rows.save_in`).
+        Validation is the caller's (tuner.storage.exchange)."""
         if source not in ("import", "merge"):
             raise ValueError(f"source must be 'import' or 'merge', got {source!r}")
         with self.session_scope(write=True) as session:
@@ -283,10 +284,12 @@ class Store:
                                          installed=q.versions_of(platform))
                 stored, new = stored + won, new + fresh
             rules = failures.apply_rules(session, snapshot.rules, source=source, origin=origin)
+            kernels = sum(save_in(session, replace(k, source=source)) for k in snapshot.kernels)
             return ApplyReport(records=len(snapshot.bests), stored=stored,
                                not_better=new - stored, already_present=len(snapshot.bests) - new,
                                platforms_added=platforms_added, workloads_added=workloads_added,
-                               rules=len(snapshot.rules), rules_stored=rules)
+                               rules=len(snapshot.rules), rules_stored=rules,
+                               kernels=len(snapshot.kernels), kernels_stored=kernels)
 
     def check_writable(self) -> None:
         """Raise ReadOnlyDatabase, naming the fix, unless this store can write what a search

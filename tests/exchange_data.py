@@ -71,7 +71,7 @@ def resign(document: dict[str, Any]) -> dict[str, Any]:
 
 def as_version_1(document: dict[str, Any]) -> dict[str, Any]:
     """The document as the tuner before 0004 wrote it: version 1, records without the verdict keys."""
-    v1 = {**{k: v for k, v in document.items() if k != "failure_rules"}, "version": 1, "records": [
+    v1 = {**{k: v for k, v in document.items() if k not in ("failure_rules", "kernel_configs")}, "version": 1, "records": [
         {k: v for k, v in r.items() if k not in ("eager", "unfrozen_params", "unfrozen_speedup",
                                                   "unfrozen_eager", "search_speedup")}
         for r in document["records"]]}

@@ -91,7 +91,8 @@ def cmd_db_export(args: argparse.Namespace, settings: Settings) -> int:
         report = export_file(store, args.out, workload_keys=workloads, platform_keys=platforms,
                              user=settings.user, host=socket.gethostname(),
                              tuner_version=__version__)
-    rules = f", with {_n(report.rules, 'learned failure rule')}" if report.rules else ""
+    extras = [_n(n, noun) for n, noun in ((report.rules, "learned failure rule"), (report.kernels, "kernel config")) if n]
+    rules = f", with {' and '.join(extras)}" if extras else ""
     print(f"exported {_n(report.records, 'best config')} ({_n(report.workloads, 'workload')}, "
           f"{_n(report.platforms, 'platform')}) from {store.safe_url} to {report.path} "
           f"({report.checksum[:19]}...){rules}")
@@ -280,7 +281,9 @@ def _applied(report: "ApplyReport") -> str:
             f"{report.already_present} already present; added {_n(report.platforms_added, 'platform')}, "
             f"{_n(report.workloads_added, 'workload')}"
             + (f"; {_n(report.rules, 'learned failure rule')}, {report.rules_stored} new or stronger here"
-               if report.rules else ""))
+               if report.rules else "")
+            + (f"; {_n(report.kernels, 'kernel config')}, {report.kernels_stored} new or faster here"
+               if report.kernels else ""))
 
 
 def _n(count: int, noun: str) -> str:
