@@ -68,7 +68,7 @@ def with_kernels(session: Session, snapshot: Snapshot, *, workload_keys: list[st
                  .order_by(PlatformRow.id, KernelConfigRow.kernel_name, KernelConfigRow.id))
     if platform_keys is not None:
         statement = statement.where(PlatformRow.key.in_(platform_keys))
-    kernels = tuple(_to_record(row, key) for row, key in session.execute(statement))
+    kernels = tuple(to_record(row, key) for row, key in session.execute(statement))
     have = {p.key for p in snapshot.platforms}
     wanted = sorted({k.platform_key for k in kernels} - have)
     extra = session.scalars(select(PlatformRow).where(PlatformRow.key.in_(wanted)).order_by(PlatformRow.id))
@@ -76,7 +76,8 @@ def with_kernels(session: Session, snapshot: Snapshot, *, workload_keys: list[st
                    platforms=snapshot.platforms + tuple(to_platform(row) for row in extra))
 
 
-def _to_record(row: KernelConfigRow, platform_key: str) -> KernelConfig:
+def to_record(row: KernelConfigRow, platform_key: str) -> KernelConfig:
+    """One stored row (of the platform whose key is `platform_key`) as a frozen record."""
     fields = {name: getattr(row, name) for name in _FIELDS}
     return KernelConfig(platform_key=platform_key, created_at=row.created_at,
                         config=tuple(row.config.items()), key_args=tuple(row.key_args.items()),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from tuner.storage.kernel_rows import SOURCES, _to_record, check_scalars, save_in  # noqa: F401 - re-exported
+from tuner.storage.kernel_rows import SOURCES, check_scalars, save_in, to_record  # noqa: F401 - re-exported
 from tuner.storage.models import KernelConfigRow, PlatformRow
 from tuner.storage.records import KernelConfig, Scalar  # noqa: F401 - re-exported: kernel code imports them from here
 from tuner.storage.store import Store
@@ -20,7 +20,7 @@ def find_kernel_config(store: Store, kernel_key: str, platform_key: str) -> Kern
                  .where(KernelConfigRow.kernel_key == kernel_key, PlatformRow.key == platform_key))
     with store.session_scope() as session:
         row = session.scalars(statement).first()
-        return None if row is None else _to_record(row, platform_key)
+        return None if row is None else to_record(row, platform_key)
 
 
 def save_kernel_config(store: Store, record: KernelConfig) -> bool:
@@ -48,6 +48,6 @@ def kernel_configs(store: Store, *, platform_key: str | None = None,
     if kernel_name is not None:
         statement = statement.where(KernelConfigRow.kernel_name == kernel_name)
     with store.session_scope() as session:
-        return [_to_record(row, key) for row, key in session.execute(statement)]
+        return [to_record(row, key) for row, key in session.execute(statement)]
 
 
