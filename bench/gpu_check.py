@@ -53,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 SECTIONS = "abcd"
 
 GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "5", "--timeout", "240"]
-SMOKE_SEARCH = ["--trials", "2", "--repeat", "3", "--rounds", "4", "--timeout", "120"]
+SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "4", "--timeout", "120"]
 
 
 class Tee:
