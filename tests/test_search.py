@@ -31,6 +31,11 @@ def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
                   cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert "default compile" in out.stdout and "eager" in out.stdout and "stored:" in out.stdout
+    from test_gpu_check import summary_of_search      # bench/gpu_check.py's summary reads this table
+
+    table = summary_of_search(out.stdout)
+    assert table[0].startswith("latency ms") and table[-1].startswith("stored:"), table
+    assert any(r.startswith("eager") for r in table) and any(r.startswith("default compile") for r in table)
     rows = trial_rows(db)
     assert [r[0] for r in rows] == [0, 1, 2, 3]
     statuses = {"ok", "compile_error", "runtime_error", "timeout", "crashed", "wrong_result"}
