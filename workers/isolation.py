@@ -22,6 +22,7 @@ from tuner.memory_limit import exceeded, out_of_memory_line
 from tuner.trial import Measurement, Status, TrialRequest
 
 STDERR_TAIL = 3000
+LOADED = "tuner: the trial process has loaded torch"    # its first stderr line (workers/trial_process.py)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class NoResult:
 
     status: Status
     message: str
+    loaded_torch: bool = True       # a trial process said it had loaded torch (`LOADED`) before it ended
 
 
 def _signal_name(code: int) -> str:
@@ -72,10 +74,12 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
                 return NoResult(Status.TIMEOUT,
                                 f"timeout: no result within {timeout_s:g} s; the trial process was killed")
             err.seek(0)
-            tail = err.read()[-STDERR_TAIL:]
+            everything = err.read()
+            tail = everything[-STDERR_TAIL:]
         if code == 0 and result.exists():
             return json.loads(result.read_text())
-        return NoResult(Status.CRASHED, f"trial process {_death(code)} before reporting a result\n{tail}")
+        return NoResult(Status.CRASHED, f"trial process {_death(code)} before reporting a result\n{tail}",
+                        loaded_torch=LOADED in everything)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -96,6 +100,9 @@ def run_isolated(request: TrialRequest, *, scratch: str | None = None,
         if oom is not None:     # died of the cap before it could say so itself (e.g. loading a library)
             return Measurement.failed(Status.CRASHED, f"{exceeded(limit)}: the trial process died ({oom}); "
                                                       f"raise --memory-limit")
+        if limit is not None and data.status is Status.CRASHED and not data.loaded_torch:
+            # Killed (seen: SIGSEGV, no output) before torch finished loading under the cap: the cap's doing.
+            return Measurement.failed(Status.CRASHED, f"{exceeded(limit)} while importing torch; raise --memory-limit")
         return Measurement.failed(data.status, data.message)
     return Measurement.from_json(data)
 

@@ -42,6 +42,9 @@ def run_trial_job(payload: dict) -> dict:
         apply_memory_limit(limit)
     try:
         from tuner.measure import run_trial
+
+        from tuner.workers.isolation import LOADED
+        print(LOADED, file=sys.stderr, flush=True)      # a death before this line is the cap's (isolation.py)
     except (MemoryError, SystemError):
         # Under a cap, an allocation that fails inside an extension module while torch loads surfaces
         # as MemoryError or, where the C code sets no exception, "SystemError: error return without
