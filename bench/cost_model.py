@@ -70,8 +70,7 @@ def prior_database(test, others, db: Path, *, noise: float) -> None:
     """Fill `db` with a PRIOR_SHARE search of each other table, stored as `test`'s workload on
     that table's platform, and its best trial as that platform's best config."""
     from tuner.recording import RecordedTable
-    from tuner.storage import Store
-    from tuner.storage.records import BestConfig
+    from tuner.storage import BestConfig, Store
 
     for other, path in others:
         relabelled = RecordedTable(model=test.model, workload_key=test.workload_key, platform=other.platform,

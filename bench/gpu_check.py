@@ -228,7 +228,7 @@ def section_measure(check: Check) -> list[str]:
 
     from tuner.measure import Rejected, calibrate, median_and_iqr, prepare, time_samples
     from tuner.trial import MeasureSpec, TrialRequest
-    from tuner.workers.executor import get_executor
+    from tuner.workers import get_executor
 
     print("  trial: wall clock over back-to-back calls (launch overhead in, L2 warm), median of samples;\n"
           "  do_bench: CUDA events per call, L2 flushed before each, median")

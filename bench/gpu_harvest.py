@@ -55,8 +55,7 @@ def section_harvest(check: Any) -> list[str]:
     from tuner.measure import Rejected, prepare
     from tuner.modelfile import flatten_outputs
     from tuner.platform import current_platform
-    from tuner.storage import Store, upgrade
-    from tuner.storage.kernels import kernel_configs
+    from tuner.storage import Store, kernel_configs, upgrade
     from tuner.trial import MeasureSpec
 
     model, url = str(check.model("block")), f"sqlite:///{check.run_dir / 'harvest.db'}"

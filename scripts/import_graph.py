@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""The package's module import graph: cycles, layer violations and long modules.
+"""The package's module import graph: cycles, floors, faces and long modules.
 
     python scripts/import_graph.py [--root DIR] [--max-lines N] [--edges]
 
 Reads the source folders the way setuptools installs them (`[tool.setuptools.package-dir]`
-of pyproject.toml: `tuner/` is `tuner`, `storage/` is `tuner.storage`, ...) and parses every
-module with the standard library's `ast`. Every import counts, at module level or inside a
-function (a lazy import still runs), except those under `if TYPE_CHECKING:`. Importing
-`a.b.c` is an edge to module `a.b.c`; the implicit import of its parent packages is not.
+of pyproject.toml: `tuner/` is `tuner`, `storage/` is `tuner.storage`, ...), walking each folder
+recursively (a subfolder without a mapping of its own, such as `tuner/report/`, installs under
+its parent's name), and parses every module with the standard library's `ast`. Every import
+counts: at module level, inside a function (a lazy import still runs) and under
+`if TYPE_CHECKING:` (a type-only import is still a dependency in reading and type terms).
+Importing `a.b.c` is an edge to module `a.b.c`; the implicit import of its parent packages is not.
 
 Exit status 1, with one line per problem, when
-- modules import each other in a cycle (each strongly connected component is printed);
-- a module of a lower layer imports a higher one (see LAYER_RULES);
+- modules import each other in a cycle, type-only imports included (each strongly connected
+  component is printed);
+- a module imports one of a sibling unit on its own floor or of a higher floor (FLOORS: a unit
+  may import itself and lower floors only), or breaks a NEVER rule;
+- a module outside a package imports one of the package's inner modules instead of its face
+  (the package's `__init__`);
+- a module belongs to no unit of FLOORS;
 - a module is longer than --max-lines (default 400).
 """
 from __future__ import annotations
@@ -27,14 +34,51 @@ try:
 except ImportError:  # Python 3.10
     tomllib = None  # type: ignore[assignment]
 
-# Modules under these packages must not import the modules on the right: storage, spaces and
-# workers sit below the CLI, the search driver, compile-time lookup and the Dynamo capture.
-LAYER_RULES: dict[str, tuple[str, ...]] = {
-    "tuner.storage": ("tuner.cli", "tuner.search", "tuner.pipeline", "tuner.lookup", "tuner.workload"),
-    "tuner.search_spaces": ("tuner.cli", "tuner.search", "tuner.pipeline", "tuner.lookup", "tuner.workload"),
-    "tuner.workers": ("tuner.cli", "tuner.search", "tuner.pipeline", "tuner.lookup", "tuner.workload"),
-    "tuner.migrations": ("tuner.cli", "tuner.search", "tuner.pipeline", "tuner.lookup", "tuner.workload"),
-}
+# The ground floor: leaf modules at the root of tuner/ that any floor may import, and which
+# import only each other.
+GROUND = ("tuner.errors", "tuner.settings", "tuner.version", "tuner.text", "tuner.jsoncheck", "tuner.keys",
+          "tuner.platform", "tuner.precision")
+
+# Units bottom floor first (docs/architecture.md says why each stands where it does). A unit is a
+# package (the package and every module below it) or, for "tuner", "tuner.__main__" and the
+# compatibility shim "tuner.pipeline", exactly that module. Units on one floor import each other in
+# neither direction.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("ground",),
+    ("tuner.trial",),
+    ("tuner.search_spaces",),
+    ("tuner.storage",),
+    ("tuner.migrations",),
+    ("tuner.workload", "tuner.kernels"),
+    ("tuner.inductor",),
+    ("tuner.measure", "tuner.lookup"),
+    ("tuner.workers", "tuner"),
+    ("tuner.search",),
+    ("tuner.report", "tuner.pipeline"),
+    ("tuner.cli",),
+    ("tuner.__main__",),
+)
+EXACT = ("tuner", "tuner.__main__", "tuner.pipeline")
+
+# Flat modules of tuner/ not yet moved into their subpackage (docs/architecture.md, "Layout"):
+# on no floor until they move. Empty, and then deleted, once the move is done.
+TRANSITIONAL = ("tuner.api", "tuner.backend", "tuner.buckets", "tuner.compiler", "tuner.confirm",
+                "tuner.cost_model", "tuner.decision", "tuner.dispatch", "tuner.explanation",
+                "tuner.gemm_choices", "tuner.graph_features", "tuner.kernel_bench", "tuner.kernel_db",
+                "tuner.kernel_discovery", "tuner.kernel_key", "tuner.kernel_search", "tuner.kernel_space",
+                "tuner.memory_limit", "tuner.modelfile", "tuner.node_lock", "tuner.objectives",
+                "tuner.priors", "tuner.pruning", "tuner.recording", "tuner.samplers", "tuner.shapes",
+                "tuner.stats", "tuner.study_export", "tuner.timing", "tuner.training",
+                "tuner.triton_choices", "tuner.verdict")
+
+# Imports the floors would allow but the design forbids: the executors start trial processes and
+# never run the compile-time lookup or the Dynamo capture themselves.
+NEVER: dict[str, tuple[str, ...]] = {"tuner.workers": ("tuner.lookup", "tuner.workload")}
+
+# Packages that count as inside another for the face rule: the migrations belong to the storage
+# (Optuna keeps them in `storages/_rdb/alembic/`); only the repository layout puts them apart.
+SAME_HOUSE = {"tuner.migrations": "tuner.storage"}
+
 DEFAULT_PACKAGE_DIR = {"tuner": "tuner", "tuner.search_spaces": "search_spaces", "tuner.storage": "storage",
                        "tuner.workers": "workers", "tuner.migrations": "alembic",
                        "tuner.migrations.versions": "alembic/versions"}
@@ -45,6 +89,12 @@ class Module:
     name: str
     path: Path
     is_package: bool
+
+
+@dataclass(frozen=True)
+class Edge:
+    target: str
+    kind: str          # "top" (module level), "lazy" (inside a function) or "tc" (under TYPE_CHECKING)
 
 
 def package_dirs(root: Path) -> dict[str, str]:
@@ -59,17 +109,25 @@ def package_dirs(root: Path) -> dict[str, str]:
 
 
 def find_modules(root: Path, dirs: dict[str, str]) -> dict[str, Module]:
-    """Every .py file directly inside each mapped folder, under its installed name."""
+    """Every .py file inside each mapped folder, recursively, under its installed name. A
+    subfolder with a mapping of its own is left to that mapping."""
+    mapped = {(root / folder).resolve() for folder in dirs.values()}
     modules: dict[str, Module] = {}
     for package, folder in dirs.items():
         base = root / folder
         if not base.is_dir():
             continue
-        for path in sorted(base.glob("*.py")):
+        for path in sorted(base.rglob("*.py")):
+            rel = path.relative_to(base)
+            if "__pycache__" in rel.parts or any((base / Path(*rel.parts[:i])).resolve() in mapped
+                                                 for i in range(1, len(rel.parts))):
+                continue
+            parts = [package, *rel.parts[:-1]]
             if path.stem == "__init__":
-                modules[package] = Module(package, path, True)
+                modules[".".join(parts)] = Module(".".join(parts), path, True)
             else:
-                modules[f"{package}.{path.stem}"] = Module(f"{package}.{path.stem}", path, False)
+                name = ".".join([*parts, path.stem])
+                modules[name] = Module(name, path, False)
         modules.setdefault(package, Module(package, base, True))
     return modules
 
@@ -82,23 +140,27 @@ def _type_checking_block(node: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST) -> list[tuple[str, tuple[str, ...], int]]:
-    """(module, imported names, level) for every import outside `if TYPE_CHECKING:`."""
-    found: list[tuple[str, tuple[str, ...], int]] = []
+def _imports(tree: ast.AST) -> list[tuple[str, tuple[str, ...], int, str]]:
+    """(module, imported names, level, kind) for every import."""
+    found: list[tuple[str, tuple[str, ...], int, str]] = []
 
-    def visit(node: ast.AST) -> None:
+    def visit(node: ast.AST, kind: str) -> None:
         if _type_checking_block(node):
+            for child in node.body:
+                visit(child, "tc")
             for child in node.orelse:      # the else branch does run
-                visit(child)
+                visit(child, kind)
             return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and kind == "top":
+            kind = "lazy"
         if isinstance(node, ast.Import):
-            found.extend((alias.name, (), 0) for alias in node.names)
+            found.extend((alias.name, (), 0, kind) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            found.append((node.module or "", tuple(a.name for a in node.names), node.level))
+            found.append((node.module or "", tuple(a.name for a in node.names), node.level, kind))
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, kind)
 
-    visit(tree)
+    visit(tree, "top")
     return found
 
 
@@ -111,22 +173,28 @@ def _absolute(module: Module, target: str, level: int) -> str:
     return f"{package}.{target}" if target else package
 
 
-def edges_of(module: Module, modules: dict[str, Module]) -> set[str]:
-    """The project modules `module` imports."""
+def edges_of(module: Module, modules: dict[str, Module]) -> dict[str, str]:
+    """The project modules `module` imports, each with the strongest kind it is imported by
+    (top over lazy over type-only)."""
     if module.path.is_dir():
-        return set()
+        return {}
     tree = ast.parse(module.path.read_text(), filename=str(module.path))
-    out: set[str] = set()
-    for target, names, level in _imports(tree):
+    rank = {"top": 0, "lazy": 1, "tc": 2}
+    out: dict[str, str] = {}
+
+    def add(target: str, kind: str) -> None:
+        if target != module.name and (target not in out or rank[kind] < rank[out[target]]):
+            out[target] = kind
+
+    for target, names, level, kind in _imports(tree):
         base = _absolute(module, target, level)
         for name in names:
             if f"{base}.{name}" in modules:     # `from pkg import submodule`
-                out.add(f"{base}.{name}")
+                add(f"{base}.{name}", kind)
             elif base in modules:
-                out.add(base)
+                add(base, kind)
         if not names and base in modules:
-            out.add(base)
-    out.discard(module.name)
+            add(base, kind)
     return out
 
 
@@ -168,15 +236,59 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
-def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+def unit_of(module: str) -> str | None:
+    """The FLOORS unit a module belongs to: the ground floor, an exact module, or the longest
+    package that holds it."""
+    if module in GROUND:
+        return "ground"
+    if module in EXACT:
+        return module
+    holders = [u for floor in FLOORS for u in floor
+               if u not in EXACT and u != "ground" and (module == u or module.startswith(u + "."))]
+    return max(holders, key=len) if holders else None
+
+
+def floor_of(unit: str) -> int:
+    return next(i for i, floor in enumerate(FLOORS) if unit in floor)
+
+
+def floor_problems(graph: dict[str, dict[str, str]]) -> list[str]:
+    """Imports of a sibling unit or a higher floor, NEVER rules, and modules on no floor."""
+    problems = [f"floor: {name} belongs to no unit of FLOORS (add it to a floor)"
+                for name in sorted(graph) if unit_of(name) is None and name not in TRANSITIONAL]
+    for source, targets in sorted(graph.items()):
+        unit = unit_of(source)
+        if unit is None:
+            continue
+        for target, kind in sorted(targets.items()):
+            other = unit_of(target)
+            if other is None or other == unit:
+                continue
+            mine, theirs = floor_of(unit), floor_of(other)
+            if theirs >= mine:
+                where = "a sibling on its floor" if theirs == mine else "a higher floor"
+                problems.append(f"floor: {source} imports {target} ({kind}): {other} is {where} "
+                                f"({theirs + 1} from {unit} at {mine + 1})")
+            for forbidden in NEVER.get(unit, ()):
+                if target == forbidden or target.startswith(forbidden + "."):
+                    problems.append(f"never: {source} imports {target} ({kind}): {unit} never imports {forbidden}")
+    return problems
+
+
+def face_problems(graph: dict[str, dict[str, str]], modules: dict[str, Module]) -> list[str]:
+    """Imports of a package's inner module from outside the package: outside, import its face."""
+    packages = {name for name, m in modules.items() if m.is_package and name != "tuner" and "." in name}
     problems = []
     for source, targets in sorted(graph.items()):
-        for layer, forbidden in LAYER_RULES.items():
-            if source != layer and not source.startswith(layer + "."):
+        house = next((h for p, h in SAME_HOUSE.items() if source == p or source.startswith(p + ".")), None)
+        for target in sorted(targets):
+            if target in packages:
                 continue
-            for target in sorted(targets):
-                if any(target == f or target.startswith(f + ".") for f in forbidden):
-                    problems.append(f"layer: {source} imports {target} (forbidden below {layer})")
+            holder = max((p for p in packages if target.startswith(p + ".")), key=len, default=None)
+            if holder is None or holder.count(".") > 1 or holder == house:   # faces: tuner's subpackages
+                continue
+            if source != holder and not source.startswith(holder + "."):
+                problems.append(f"face: {source} imports {target}: outside {holder}, import its face")
     return problems
 
 
@@ -190,12 +302,15 @@ def long_modules(modules: dict[str, Module], max_lines: int) -> list[str]:
     return problems
 
 
-def check(root: Path, *, max_lines: int = 400) -> tuple[dict[str, set[str]], list[str]]:
-    """The import graph of the project at `root` and every problem found in it."""
+def check(root: Path, *, max_lines: int = 400) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The import graph of the project at `root` (module -> {imported module: kind}) and every
+    problem found in it."""
     modules = find_modules(root, package_dirs(root))
     graph = {name: edges_of(module, modules) for name, module in modules.items()}
-    problems = [f"cycle: {' <-> '.join(c)}" for c in strongly_connected(graph)]
-    return graph, problems + layer_violations(graph) + long_modules(modules, max_lines)
+    cycles = strongly_connected({name: set(targets) for name, targets in graph.items()})
+    problems = [f"cycle: {' <-> '.join(c)}" for c in cycles]
+    return graph, (problems + floor_problems(graph) + face_problems(graph, modules)
+                   + long_modules(modules, max_lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,10 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     graph, problems = check(args.root, max_lines=args.max_lines)
     if args.edges:
         for name in sorted(graph):
-            print(f"{name} -> {', '.join(sorted(graph[name])) or '-'}")
+            shown = [t if k == "top" else f"{t} ({k})" for t, k in sorted(graph[name].items())]
+            print(f"{name} -> {', '.join(shown) or '-'}")
     for problem in problems:
         print(problem)
-    print(f"{len(graph)} modules, {sum(map(len, graph.values()))} imports, {len(problems)} problem(s)")
+    kinds = [k for targets in graph.values() for k in targets.values()]
+    print(f"{len(graph)} modules, {len(kinds)} imports ({kinds.count('top')} at module level, "
+          f"{kinds.count('lazy')} lazy, {kinds.count('tc')} type-only), {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -1,18 +1,29 @@
 """Storage: the tuner database (SQLite or PostgreSQL), its schema migrations and records.
 
-`Store` is the only code that opens sessions; it returns the frozen records below.
-The migrations ship as `tuner.migrations`; `upgrade` runs them without an alembic.ini.
-The migration functions load alembic on first use, so compile-time lookups never import it.
+`Store` is the only code that opens sessions; it returns the frozen records below, and the
+functions re-exported here each run in one of its sessions (kernel configs, learned failures,
+warm starts, the cost model's examples, exchange files). The migrations ship as
+`tuner.migrations`; `upgrade` runs them without an alembic.ini. Everything but the store, its
+records and URLs loads on first use, so compile-time lookups never import alembic.
 """
 from typing import Any
 
 from tuner.storage.check import CheckReport, check_database
-from tuner.storage.records import (ApplyReport, BestConfig, FailureRule, HistoryEntry, Snapshot, StudyInfo,
-                                   TrialRecord)
+from tuner.storage.records import (ApplyReport, BestConfig, FailureRule, HistoryEntry, KernelConfig, Snapshot,
+                                   StudyInfo, TrialRecord)
 from tuner.storage.store import Store
-from tuner.storage.urls import safe_url
+from tuner.storage.urls import parse_url, safe_url, sqlite_path
 
-_MIGRATE = ("current_revision", "downgrade", "ensure_schema", "head_revision", "upgrade")
+# name -> the module that defines it, imported when the name is first used
+_LAZY = {
+    "current_revision": "migrate", "downgrade": "migrate", "ensure_schema": "migrate",
+    "head_revision": "migrate", "upgrade": "migrate",
+    "find_kernel_config": "kernels", "kernel_configs": "kernels", "save_kernel_config": "kernels",
+    "failure_rules": "failures", "refresh_rules": "failures",
+    "other_platform_bests": "warm_starts", "tuned_workloads": "warm_starts",
+    "device_trials": "training_data", "workload_codes": "training_data",
+    "export_file": "exchange", "import_file": "exchange", "merge": "exchange", "read_file": "exchange",
+}
 
 __all__ = [
     "ApplyReport",
@@ -20,23 +31,39 @@ __all__ = [
     "CheckReport",
     "FailureRule",
     "HistoryEntry",
+    "KernelConfig",
     "Snapshot",
     "Store",
     "StudyInfo",
     "TrialRecord",
     "check_database",
     "current_revision",
+    "device_trials",
     "downgrade",
     "ensure_schema",
+    "export_file",
+    "failure_rules",
+    "find_kernel_config",
     "head_revision",
+    "import_file",
+    "kernel_configs",
+    "merge",
+    "other_platform_bests",
+    "parse_url",
+    "read_file",
+    "refresh_rules",
     "safe_url",
+    "save_kernel_config",
+    "sqlite_path",
+    "tuned_workloads",
     "upgrade",
+    "workload_codes",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MIGRATE:
-        from tuner.storage import migrate
+    if name in _LAZY:
+        import importlib
 
-        return getattr(migrate, name)
+        return getattr(importlib.import_module(f"tuner.storage.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'tuner.storage' has no attribute {name!r}")

@@ -16,8 +16,8 @@ from typing import Any
 from tuner.errors import SpaceError
 from tuner.jsoncheck import Invalid, check_fields, check_string, is_kind, show
 from tuner.keys import Platform
+from tuner.storage.failure_rows import MIN_FAILURES
 from tuner.storage.provenance import utc_iso
-from tuner.storage.failures import MIN_FAILURES
 from tuner.storage.records import BestConfig, FailureRule, KernelConfig
 
 MAX_STRING = 4096                       # bytes of UTF-8 of a knob's text value

@@ -61,7 +61,7 @@ def with_kernels(session: Session, snapshot: Snapshot, *, workload_keys: list[st
                  platform_keys: list[str] | None) -> Snapshot:
     """`snapshot` with the kernel configs of the selection: the platforms named, else those of
     the selected best configs when workloads are named, else every platform; the platforms of
-    the kernels join the snapshot's (as `failures.with_rules` does for rules)."""
+    the kernels join the snapshot's (as `failure_rows.with_rules` does for rules)."""
     if platform_keys is None and workload_keys is not None:
         platform_keys = [p.key for p in snapshot.platforms]
     statement = (select(KernelConfigRow, PlatformRow.key).join(PlatformRow)

@@ -19,14 +19,12 @@ from sqlalchemy.orm import Session
 
 from tuner.errors import ReadOnlyDatabase
 from tuner.keys import GraphFingerprint, Platform, Workload
-from tuner.storage import failures
-from tuner.storage import queries as q
+from tuner.storage import failure_rows, queries as q
 from tuner.storage.engine import WRITE, caller_bug, make_engine, storage_error
 from tuner.storage.kernel_rows import save_in, with_kernels
-from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow,
-                                  TrialRow, WorkloadRow, utcnow)
-from tuner.storage.records import (ApplyReport, BestConfig, HistoryEntry, Snapshot, StudyInfo,
-                                   TrialRecord)
+from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow, TrialRow,
+                                  WorkloadRow, utcnow)
+from tuner.storage.records import ApplyReport, BestConfig, HistoryEntry, Snapshot, StudyInfo, TrialRecord
 from tuner.storage.schema import check_revision, read_revision
 from tuner.storage.urls import hide_secret, parse_url, safe_url, sqlite_path
 
@@ -251,11 +249,11 @@ class Store:
                  platform_keys: list[str] | None = None) -> Snapshot:
         """The best configs (of graphs of these workloads, on these platforms; None: all), with
         their platforms and the workloads (graphs included) that contain their graphs, and the
-        selection's failure rules and kernel configs (`failures.with_rules`, `kernel_rows.with_kernels`).
+        selection's failure rules and kernel configs (`failure_rows.with_rules`, `kernel_rows.with_kernels`).
         What `tuner db export` writes and `tuner db merge` reads. Empty when nothing matches."""
         with self.session_scope() as session:
             found = q.snapshot(session, workload_keys=workload_keys, platform_keys=platform_keys)
-            for add in (failures.with_rules, with_kernels):
+            for add in (failure_rows.with_rules, with_kernels):
                 found = add(session, found, workload_keys=workload_keys, platform_keys=platform_keys)
             return found
 
@@ -267,7 +265,7 @@ class Store:
         the installed ones, and into history with `source` ("import" or "merge") and
         `origin`; `study_id` is dropped (studies are local). Applying the same snapshot
         again changes nothing. Failure rules are unioned, keeping the larger evidence
-        (`failures.apply_rules`); kernel configs are kept when new or faster (`kernel_rows.save_in`).
+        (`failure_rows.apply_rules`); kernel configs are kept when new or faster (`kernel_rows.save_in`).
         Validation is the caller's (tuner.storage.exchange)."""
         if source not in ("import", "merge"):
             raise ValueError(f"source must be 'import' or 'merge', got {source!r}")
@@ -283,7 +281,7 @@ class Store:
                 won, fresh = q.save_best(session, best, platform,
                                          installed=q.versions_of(platform))
                 stored, new = stored + won, new + fresh
-            rules = failures.apply_rules(session, snapshot.rules, source=source, origin=origin)
+            rules = failure_rows.apply_rules(session, snapshot.rules, source=source, origin=origin)
             kernels = sum(save_in(session, replace(k, source=source)) for k in snapshot.kernels)
             return ApplyReport(records=len(snapshot.bests), stored=stored,
                                not_better=new - stored, already_present=len(snapshot.bests) - new,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from fixtures.sharing_data import best, platform, seed, workload
-from tuner.storage import Store, upgrade
-from tuner.storage.exchange import checksum_of, export_file
+from tuner.storage import Store, export_file, upgrade
+from tuner.storage.exchange import checksum_of
 
 W1, W2 = workload("mlp", "relu", "sigmoid"), workload("convnet", "conv", "pool", "relu")
 P_CPU, P_OTHER = platform("AMD EPYC 9454"), platform("Intel Xeon 8480", threads=4)

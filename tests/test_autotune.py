@@ -29,7 +29,7 @@ with triton.knobs.runtime.scope():
 import tuner  # noqa: E402
 from tuner.kernel_db import KernelWarning  # noqa: E402
 from tuner.storage import Store  # noqa: E402
-from tuner.storage.kernels import kernel_configs  # noqa: E402
+from tuner.storage import kernel_configs  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ADD_SPACE = {"BLOCK": [16, 32, 64, 128], "num_warps": [1, 2, 4]}

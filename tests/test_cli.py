@@ -15,8 +15,7 @@ from fixtures.sharing_data import best, platform, seed, workload
 from helpers import MODELS, cli_env, run_main
 from tuner.cli import build_parser
 from tuner.cli.common import format_table
-from tuner.storage import BestConfig, Store, upgrade
-from tuner.storage.records import TrialRecord
+from tuner.storage import BestConfig, Store, TrialRecord, upgrade
 from tuner.text import key_values
 from tuner.trial import Measurement, Status
 

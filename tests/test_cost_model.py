@@ -20,8 +20,7 @@ from tuner.errors import UsageError
 from tuner.keys import platform_from_parts
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import Knob, SearchSpace
-from tuner.storage import Store, ensure_schema
-from tuner.storage.records import TrialRecord
+from tuner.storage import Store, TrialRecord, ensure_schema
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor
 

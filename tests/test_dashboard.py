@@ -18,8 +18,7 @@ import optuna
 import pytest
 
 from helpers import MODELS, cli_env, run_main
-from tuner.storage import Store, upgrade
-from tuner.storage.records import TrialRecord
+from tuner.storage import Store, TrialRecord, upgrade
 from tuner.trial import Measurement, Status
 
 TINY = str(MODELS / "tiny_mlp.py")

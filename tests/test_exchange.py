@@ -18,10 +18,8 @@ from exchange_data import BY, P_CPU, P_OTHER, W1, W2, as_version_1, comparable, 
 from fixtures.sharing_data import best, digest, platform, seed
 from helpers import cli_env, run_cli, run_main
 from tuner.errors import ExchangeError, StorageError
-from tuner.storage import Store, upgrade
-from tuner.storage.exchange import (checksum_of, import_file, merge,
-                                    read_file, to_document)
-from tuner.storage.records import Snapshot
+from tuner.storage import Snapshot, Store, import_file, merge, read_file, upgrade
+from tuner.storage.exchange import checksum_of, to_document
 
 pytest_plugins = ("exchange_data",)    # the source, target and _closing fixtures
 V1_FILE = Path(__file__).parent / "fixtures" / "exchange-v1.json"   # written by the tuner before 0004

@@ -17,8 +17,7 @@ from exchange_data import BY, P_OTHER, as_version_1, exported, resign
 from fixtures.sharing_data import digest
 from helpers import run_cli
 from tuner.errors import ExchangeError
-from tuner.storage import Store, upgrade
-from tuner.storage.exchange import export_file, import_file
+from tuner.storage import Store, export_file, import_file, upgrade
 
 pytest_plugins = ("exchange_data",)    # the source, target and _closing fixtures
 

@@ -21,7 +21,7 @@ from faults import faulty_model
 from helpers import MODELS
 from tuner.confirm import EAGER, ConfirmRequest, ConfirmResult
 from tuner.trial import MeasureSpec, Status, TrialRequest
-from tuner.workers.executor import Executor
+from tuner.workers import Executor
 
 TINY = str(MODELS / "tiny_mlp.py")
 EXECUTORS = [pytest.param("local", id="local"), pytest.param("ray", id="ray", marks=pytest.mark.ray)]

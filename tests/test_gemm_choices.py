@@ -77,8 +77,7 @@ def test_harvested_gemm_is_not_benchmarked_again_in_another_process(tmp_path: Pa
     from tuner.measure import Rejected, prepare
     from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
-    from tuner.storage import Store, upgrade
-    from tuner.storage.kernels import kernel_configs
+    from tuner.storage import Store, kernel_configs, upgrade
     from tuner.trial import MeasureSpec
     from tuner.workload import capture_workload
 
@@ -125,8 +124,7 @@ def test_recorded_harvest_round_trips_through_the_database_to_the_feed(tmp_path:
     from tuner.lookup import Lookup
     from tuner.platform import current_platform
     from tuner.settings import Settings
-    from tuner.storage import Store, upgrade
-    from tuner.storage.kernels import save_kernel_config
+    from tuner.storage import Store, save_kernel_config, upgrade
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     upgrade(url)

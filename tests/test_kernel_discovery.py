@@ -28,7 +28,7 @@ with triton.knobs.runtime.scope():
 import tuner  # noqa: E402
 from tuner.kernel_discovery import describe_launch, discover_kernels  # noqa: E402
 from tuner.storage import Store  # noqa: E402
-from tuner.storage.kernels import kernel_configs  # noqa: E402
+from tuner.storage import kernel_configs  # noqa: E402
 
 MODEL = str(MODELS / "autotuned_kernel.py")
 ADD_SPACE = {"BLOCK": [16, 32, 64], "num_warps": [1, 2]}

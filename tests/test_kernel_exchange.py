@@ -12,9 +12,8 @@ import pytest
 from exchange_data import BY, P_CPU, P_OTHER, resign
 from helpers import run_main
 from tuner.errors import ExchangeError
-from tuner.storage import Store, upgrade
-from tuner.storage.exchange import export_file, import_file, merge
-from tuner.storage.kernels import KernelConfig, find_kernel_config, kernel_configs, save_kernel_config
+from tuner.storage import (KernelConfig, Store, export_file, find_kernel_config, import_file, kernel_configs,
+                           merge, save_kernel_config, upgrade)
 
 pytest_plugins = ("exchange_data",)    # the target fixture
 

@@ -14,8 +14,7 @@ import pytest
 from fixtures import make_fixtures          # tests/fixtures: the committed databases' rows
 from tuner.errors import StorageError
 from tuner.keys import Platform
-from tuner.storage import Store, upgrade
-from tuner.storage.kernels import KernelConfig, find_kernel_config, kernel_configs, save_kernel_config
+from tuner.storage import KernelConfig, Store, find_kernel_config, kernel_configs, save_kernel_config, upgrade
 
 WHEN = datetime(2026, 5, 12, 9, 0, 0, 250000, tzinfo=timezone.utc)
 

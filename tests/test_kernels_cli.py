@@ -5,8 +5,7 @@ from pathlib import Path
 
 from helpers import cli_env, run_main
 from test_kernel_store import PLATFORM, record
-from tuner.storage import Store, upgrade
-from tuner.storage.kernels import save_kernel_config
+from tuner.storage import Store, save_kernel_config, upgrade
 
 
 def _seeded(tmp_path: Path) -> str:

@@ -16,9 +16,10 @@ from helpers import run_main
 from tuner.errors import ExchangeError
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
-from tuner.storage import Store, TrialRecord, ensure_schema, upgrade
-from tuner.storage.exchange import checksum_of, export_file, import_file, merge
-from tuner.storage.failures import failure_rules, learn, refresh_rules
+from tuner.storage import (Store, TrialRecord, ensure_schema, export_file, failure_rules, import_file, merge,
+                           refresh_rules, upgrade)
+from tuner.storage.exchange import checksum_of
+from tuner.storage.failures import learn
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor
 

@@ -17,9 +17,8 @@ from tuner.pipeline import SearchEvents, tune
 from tuner.platform import Platform
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import Knob, SearchSpace
-from tuner.storage import Store, current_revision, downgrade, ensure_schema, upgrade
+from tuner.storage import Store, TrialRecord, current_revision, downgrade, ensure_schema, upgrade
 from tuner.storage.engine import make_engine
-from tuner.storage.records import TrialRecord
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status
 from tuner.workers.replay import EAGER_KEY, ReplayExecutor
 from tuner.workload import GraphFingerprint, Workload
@@ -250,9 +249,9 @@ def test_best_prints_the_front_of_a_multi_objective_study(tmp_path: Path) -> Non
 
 
 def test_the_report_draws_the_front_of_a_multi_objective_study(tmp_path: Path) -> None:
-    from tuner.report.data import ReportData, pareto_points
-    from tuner.report.page import write_report
-    from tuner.storage.records import StudyInfo
+    from tuner.report import ReportData, write_report
+    from tuner.report.data import pareto_points
+    from tuner.storage import StudyInfo
 
     trials = tuple(record(i, dict(p), v) for i, (p, v) in enumerate(TABLE.items()))
     points, on_front = pareto_points(trials, ("latency", "memory"))

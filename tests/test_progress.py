@@ -14,8 +14,7 @@ from tuner.cli.progress import WIDTH, Progress
 from tuner.cli.search import SearchPrinter
 from tuner.recording import read_table
 from tuner.search import Driver, SearchOptions, open_study
-from tuner.storage import Store, ensure_schema
-from tuner.storage.records import TrialRecord
+from tuner.storage import Store, TrialRecord, ensure_schema
 from tuner.trial import MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor
 

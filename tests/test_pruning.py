@@ -24,8 +24,7 @@ from tuner.pruning import PruneHistory, PruneSpec, RoundPruner, RoundValues, rep
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
 from tuner.stats import paired_speedup
-from tuner.storage import Store, ensure_schema
-from tuner.storage.records import TrialRecord
+from tuner.storage import Store, TrialRecord, ensure_schema
 from tuner.timing import RoundPlan, interleaved_rounds
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status, TrialRequest
 from tuner.verdict import pick_finalists

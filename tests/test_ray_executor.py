@@ -20,7 +20,8 @@ from ray_stand_ins import EXIT, HANG, stand_in_executor, stand_in_request
 from tuner.errors import UsageError
 from tuner.platform import current_platform
 from tuner.trial import Status, TrialRequest
-from tuner.workers.placement import cluster_platforms, describe_platform, platform_resource
+from tuner.workers import describe_platform
+from tuner.workers.placement import cluster_platforms, platform_resource
 from tuner.workers.ray_pool import TASK_NAME_PREFIX, RayExecutor
 
 pytestmark = pytest.mark.ray

@@ -23,8 +23,7 @@ import pytest
 
 from helpers import MODELS, cli_env, run_main
 from tuner.report.data import failure_rows, history_points, running_best, seed_label
-from tuner.storage import BestConfig, Store, upgrade
-from tuner.storage.records import TrialRecord
+from tuner.storage import BestConfig, Store, TrialRecord, upgrade
 from tuner.trial import Candidate, Measurement, Status
 
 TINY = str(MODELS / "tiny_mlp.py")

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import MODELS, run_main
-from tuner.storage import BestConfig, Store, upgrade
-from tuner.storage.records import TrialRecord
+from tuner.storage import BestConfig, Store, TrialRecord, upgrade
 from tuner.trial import Measurement, Status
 
 TINY = str(MODELS / "tiny_mlp.py")

@@ -21,8 +21,7 @@ import pytest
 from fixtures.sharing_data import best, digest, platform, seed, workload
 from helpers import MODELS, cli_env, run_cli, run_main
 from tuner.errors import ReadOnlyDatabase
-from tuner.storage import Store, upgrade
-from tuner.storage.exchange import export_file
+from tuner.storage import Store, export_file, upgrade
 
 W, P = workload("mlp", "relu", "sigmoid"), platform("AMD EPYC 9454")
 PROCESSES, ATTEMPTS = 16, 4

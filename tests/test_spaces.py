@@ -11,9 +11,9 @@ import optuna
 import pytest
 
 from tuner.errors import SpaceError
-from tuner.search_spaces import Knob, SearchSpace, known_knobs, load_space, mode_options, validate_params
-from tuner.search_spaces import cpu, cuda
-from tuner.search_spaces.knobs import installed_default, installed_has, resolve, same_value
+from tuner.search_spaces import (Knob, SearchSpace, cpu, cuda, installed_default, installed_has, known_knobs,
+                                 load_space, mode_options, validate_params)
+from tuner.search_spaces.knobs import resolve, same_value
 from tuner.trial import Candidate
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

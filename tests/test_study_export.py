@@ -10,7 +10,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from tuner.storage.records import TrialRecord
+from tuner.storage import TrialRecord
 from tuner.study_export import OBJECTIVE_NAME, knob_distributions, optuna_study
 from tuner.trial import Measurement, Status
 

@@ -115,11 +115,11 @@ def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(
     from tuner.backend import _triton_feed
     from tuner.compiler import compile_config
     from tuner.decision import Decision, Tier
+    from tuner.kernel_db import KernelDatabase
     from tuner.keys import platform_from_parts
     from tuner.lookup import Lookup
     from tuner.settings import Settings
     from tuner.triton_choices import TritonChoice, autotunes_triton
-    from tuner.kernel_db import KernelDatabase
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     platform = cuda_platform()
@@ -135,7 +135,7 @@ def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(
                                ({}, platform, False),                      # Inductor's defaults tune nothing more
                                ({"max_autotune": True}, cpu, False)):       # CPU kernels are not Triton's
         config = compile_config(params)
-        assert autotunes_triton(config) == bool(params)
+        assert autotunes_triton(config.inductor) == bool(params)
         decision = Decision(graph_key=GRAPH, platform=where, tier=Tier.EXACT, config=config, reason="test")
         patch = _triton_feed(lookup, decision, config, 0, graph_key=lambda: GRAPH)
         expected = {"autotune_lookup_table": {"a" * 64: dict(choice.config)}} if fed else None

@@ -12,7 +12,7 @@ import pytest
 
 from tuner.confirm import DEFAULT, EAGER
 from tuner.keys import GraphFingerprint, Workload, platform_from_parts
-from tuner.storage.records import StudyInfo, TrialRecord
+from tuner.storage import StudyInfo, TrialRecord
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status
 from tuner.verdict import Finalist, best_configs, conclude, pick_finalists
 from tuner.workers.replay import EAGER_KEY, ReplayExecutor

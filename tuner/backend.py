@@ -234,7 +234,7 @@ def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", in
     from tuner.triton_choices import autotunes_triton
 
     platform = decision.platform
-    if platform is None or platform.device != "cuda" or not autotunes_triton(config):
+    if platform is None or platform.device != "cuda" or not autotunes_triton(config.inductor):
         return None
     key = graph_key()
     table = None if key is None else lookup.guarded("read the Triton kernel configs of", index,
@@ -254,7 +254,7 @@ def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", inde
     from tuner.gemm_choices import autotunes_gemms, feeding
 
     platform = decision.platform
-    if platform is None or platform.device not in ("cpu", "cuda") or not autotunes_gemms(config):
+    if platform is None or platform.device not in ("cpu", "cuda") or not autotunes_gemms(config.inductor):
         yield
         return
 

@@ -48,27 +48,27 @@ def compile_config(params: Mapping[str, Any]) -> CompileConfig:
     a Candidate and the full param dict it came from give the same CompileConfig.
     `functorch.<name>` knobs go to `functorch`; `freezing` to `freezing`; `precision` to `precision`.
     """
-    from tuner.search_spaces import knobs as knob_info
-    from tuner.search_spaces import validate_params
+    from tuner.search_spaces import (FUNCTORCH_PREFIX, SPECIAL, installed_default, installed_has, mode_options,
+                                     same_value, torch_version, validate_params)
 
     validate_params(params)
-    missing = sorted(name for name in params if not knob_info.installed_has(name))
+    missing = sorted(name for name in params if not installed_has(name))
     if missing:
-        raise SpaceError(f"knob(s) {', '.join(missing)} do not exist in torch {knob_info.torch_version()}; "
+        raise SpaceError(f"knob(s) {', '.join(missing)} do not exist in torch {torch_version()}; "
                          "re-run the search on this torch or drop them from the stored config")
     mode = params.get("mode", "default")
     try:
-        inductor = dict(knob_info.mode_options(mode))
+        inductor = dict(mode_options(mode))
     except ValueError as exc:
-        raise SpaceError(f"mode {mode!r} is not known to torch {knob_info.torch_version()} ({exc}); "
+        raise SpaceError(f"mode {mode!r} is not known to torch {torch_version()} ({exc}); "
                          "re-run the search on this torch") from None
     functorch: dict[str, Any] = {}
     for name in sorted(params):
         value = params[name]
-        if name in knob_info.SPECIAL or knob_info.same_value(knob_info.installed_default(name), value):
+        if name in SPECIAL or same_value(installed_default(name), value):
             continue
-        if name.startswith(knob_info.FUNCTORCH_PREFIX):
-            functorch[name.removeprefix(knob_info.FUNCTORCH_PREFIX)] = value
+        if name.startswith(FUNCTORCH_PREFIX):
+            functorch[name.removeprefix(FUNCTORCH_PREFIX)] = value
         else:
             inductor[name] = value
     return CompileConfig(inductor=tuple(sorted(inductor.items())), functorch=tuple(sorted(functorch.items())),
@@ -102,7 +102,7 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
         import torch._functorch.config as functorch_config
         from torch._inductor import compile_fx as inductor_compile_fx
 
-        from tuner.search_spaces.knobs import mode_options
+        from tuner.search_spaces import mode_options
         from tuner.triton_choices import attributing
         from tuner.workload import fingerprint_graph
 

@@ -200,7 +200,7 @@ class CostRanker:
 
     def load(self, store: Any) -> None:
         """Learn every stored trial of the platform's device, weighed by workload and platform."""
-        from tuner.storage.training_data import device_trials, workload_codes
+        from tuner.storage import device_trials, workload_codes
 
         trials = device_trials(store, self.platform.device)
         others = sorted({t.workload_key for t in trials} - {self.workload.key})

@@ -35,14 +35,13 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from tuner.keys import canonical_json
 
 if TYPE_CHECKING:
-    from tuner.compiler import CompileConfig
     from tuner.keys import Platform
-    from tuner.storage.kernels import KernelConfig
+    from tuner.storage import KernelConfig
 
 log = logging.getLogger("tuner.lookup")
 
@@ -75,7 +74,7 @@ class GemmChoice:
     def to_record(self, platform: "Platform", *, user: str, host: str) -> "KernelConfig":
         """This GEMM as a `kernel_configs` row (`storage/kernels.py`) on `platform`: the winner and
         every timing in `config`, the winner's timing as `latency_ms` (no spread: Inductor reports one number)."""
-        from tuner.storage.kernels import KernelConfig
+        from tuner.storage import KernelConfig
 
         software = dict(platform.software)
         config = ((WINNER, self.winner),) + tuple((TIMING_PREFIX + name, ms) for name, ms in self.timings)
@@ -104,10 +103,11 @@ def gemm_key(choices: Sequence[tuple[str, str]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def autotunes_gemms(config: "CompileConfig | None") -> bool:
-    """Whether compiling with `config` (None: eager) lets Inductor autotune GEMMs: `max_autotune`
-    or `max_autotune_gemm` among its patches (a max-autotune mode is expanded into them)."""
-    patches = {} if config is None else dict(config.inductor)
+def autotunes_gemms(patches: Mapping[str, Any] | None) -> bool:
+    """Whether compiling with these Inductor config patches (a `CompileConfig.inductor`; None:
+    eager) lets Inductor autotune GEMMs: `max_autotune` or `max_autotune_gemm` among them (a
+    max-autotune mode is expanded into them)."""
+    patches = patches or {}
     return bool(patches.get("max_autotune") or patches.get("max_autotune_gemm"))
 
 

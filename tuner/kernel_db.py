@@ -21,7 +21,7 @@ from tuner.keys import Platform
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
-    from tuner.storage.kernels import KernelConfig
+    from tuner.storage import KernelConfig
 
 log = logging.getLogger("tuner.kernels")
 
@@ -92,9 +92,7 @@ class KernelDatabase:
     def find(self, kernel_key: str, platform_key: str) -> "KernelConfig | None":
         """The stored config for the kernel key on this platform. None on a miss, on a
         missing database, and on a database that cannot be used (warned about once)."""
-        from tuner.storage import Store
-        from tuner.storage.kernels import find_kernel_config
-        from tuner.storage.urls import parse_url, sqlite_path
+        from tuner.storage import Store, find_kernel_config, parse_url, sqlite_path
 
         if not self.usable():
             return None
@@ -113,8 +111,7 @@ class KernelDatabase:
         """Offer a search's winner (kept only if better, see `save_kernel_config`); returns
         whether it was stored. Creates a missing database. False, warned about once, when
         the database cannot be used."""
-        from tuner.storage import Store, ensure_schema
-        from tuner.storage.kernels import save_kernel_config
+        from tuner.storage import Store, ensure_schema, save_kernel_config
 
         if not self.usable():
             return False

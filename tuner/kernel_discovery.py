@@ -23,7 +23,7 @@ from tuner.text import key_values
 
 if TYPE_CHECKING:
     from tuner.kernel_key import KernelSignature
-    from tuner.kernels import KernelChoice
+    from tuner.kernel_search import KernelChoice
 
 __all__ = ["KernelLaunch", "LaunchLog", "describe_launch", "discover_kernels", "note_launch"]
 

@@ -13,8 +13,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tuner.keys import canonical_json
+from tuner.kernel_key import KernelSignature
 from tuner.kernel_space import Config, Scalar
+from tuner.keys import canonical_json
 from tuner.trial import Measurement
 
 DEFAULT_MAX_TRIALS = 64
@@ -42,6 +43,23 @@ class KernelSearch:
         """The fastest config that ran (the first one measured, on a tie)."""
         ok = [t for t in self.trials if t.measurement.ok]
         return min(ok, key=lambda t: t.measurement.latency_ms or 0.0) if ok else None
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """The config a kernel launches with for one key, and where it came from."""
+
+    kernel_key: str
+    signature: KernelSignature
+    config: tuple[tuple[str, Scalar], ...]
+    origin: str                       # "database" (a hit) or "search"
+    stored: bool                      # in the database now (a hit, or a search's winner kept)
+    latency_ms: float | None
+    configs_tried: int                # 0 on a hit
+    search: KernelSearch | None = None
+
+    def config_dict(self) -> Config:
+        return dict(self.config)
 
 
 def search_configs(configs: Sequence[Config], measure: Callable[[Config], Measurement], *,

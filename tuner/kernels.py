@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError, UsageError
@@ -27,31 +26,14 @@ from tuner.kernel_bench import ArgHooks, DoBenchTimer, Timer, WallClockTimer, be
 from tuner.kernel_db import KernelDatabase, warn_once
 from tuner.kernel_discovery import note_launch
 from tuner.kernel_key import KernelSignature, kernel_key, python_function, signature_of, source_hash
-from tuner.kernel_search import DEFAULT_MAX_TRIALS, KernelSearch, KernelTrial, search_configs
+from tuner.kernel_search import DEFAULT_MAX_TRIALS, KernelChoice, KernelSearch, KernelTrial, search_configs
 from tuner.kernel_space import LAUNCH_OPTIONS, Config, Constraint, KernelSpace, Scalar, space_hash
 from tuner.keys import Platform
 
 if TYPE_CHECKING:
-    from tuner.storage.kernels import KernelConfig
+    from tuner.storage import KernelConfig
 
 __all__ = ["AutotunedKernel", "KernelChoice", "autotune"]
-
-
-@dataclass(frozen=True)
-class KernelChoice:
-    """The config a kernel launches with for one key, and where it came from."""
-
-    kernel_key: str
-    signature: KernelSignature
-    config: tuple[tuple[str, Scalar], ...]
-    origin: str                       # "database" (a hit) or "search"
-    stored: bool                      # in the database now (a hit, or a search's winner kept)
-    latency_ms: float | None
-    configs_tried: int                # 0 on a hit
-    search: KernelSearch | None = None
-
-    def config_dict(self) -> Config:
-        return dict(self.config)
 
 
 def autotune(space: Mapping[str, Sequence[Scalar]], key: Sequence[str], *,
@@ -207,7 +189,7 @@ class AutotunedKernel:
 
     def _record(self, key: str, signature: KernelSignature, platform: Platform, best: KernelTrial,
                 search: KernelSearch) -> "KernelConfig":
-        from tuner.storage.kernels import KernelConfig
+        from tuner.storage import KernelConfig
 
         software = dict(platform.software)
         user, host = self._db.provenance()

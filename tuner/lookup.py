@@ -210,7 +210,7 @@ class Lookup:
         `kernel_configs`) on exactly this platform; None on a miss and on a database that cannot
         be used (then, as in `decide`: one warning, and the database is not read again)."""
         from tuner.gemm_choices import WINNER
-        from tuner.storage.kernels import find_kernel_config
+        from tuner.storage import find_kernel_config
 
         with self._lock:
             if self._unusable is not None:
@@ -230,7 +230,7 @@ class Lookup:
         """The tile configs stored for graph `graph_key`'s generated Triton kernels on exactly this
         platform (`tuner.triton_choices`) as Inductor's `autotune_lookup_table`; empty on a miss and
         on a database that cannot be used (then, as in `decide`: one warning, not read again)."""
-        from tuner.storage.kernels import kernel_configs
+        from tuner.storage import kernel_configs
         from tuner.triton_choices import KERNEL_PREFIX, table
 
         with self._lock:

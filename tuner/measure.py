@@ -222,9 +222,9 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     A precision other than fp32 is checked by `check_precision` instead of `compare_outputs`.
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
+    from tuner import triton_choices
     from tuner.compiler import compile_config, compile_model
     from tuner.gemm_choices import autotunes_gemms, harvesting, save_harvest
-    from tuner import triton_choices
     from tuner.modelfile import flatten_outputs, load_model_file
     from tuner.node_lock import compile_lock
     from tuner.training import TRAIN
@@ -240,8 +240,9 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         try:
             # GEMMs Inductor autotunes in this compile (max_autotune) and the tile configs its generated
             # Triton kernels settle on (CUDA) are harvested for lookups.
-            tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(config)
-            with compile_lock(), harvesting(autotunes_gemms(config)) as gemms, \
+            patches = None if config is None else config.inductor
+            tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(patches)
+            with compile_lock(), harvesting(autotunes_gemms(patches)) as gemms, \
                     triton_choices.harvesting(tunes_kernels) as kernels:
                 first = flatten_outputs(loaded.call(model))
         except Exception as exc:  # a config that fails is a value, as the module docstring says

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tuner.errors import UsageError
-from tuner.storage.records import TrialRecord
+from tuner.storage import TrialRecord
 from tuner.trial import Candidate, Measurement
 from tuner.verdict import Finalist, measured_speedup, pick_finalists
 

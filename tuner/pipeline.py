@@ -21,11 +21,10 @@ from tuner.objectives import LATENCY_ONLY, front_finalists
 from tuner.platform import Platform
 from tuner.search import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
 from tuner.settings import Settings
-from tuner.storage import Store
-from tuner.storage.records import StudyInfo, TrialRecord
+from tuner.storage import Store, StudyInfo, TrialRecord
 from tuner.trial import MeasureSpec
 from tuner.verdict import Verdict, best_configs, conclude, pick_finalists
-from tuner.workers.executor import Executor, get_executor
+from tuner.workers import Executor, get_executor
 
 __all__ = ["Execution", "MeasureSpec", "SearchEvents", "SearchInterrupted", "SearchOptions", "SearchResult",
            "Target", "open_for_search", "pick_platforms", "prepare_target", "run_search", "tune"]
@@ -218,7 +217,7 @@ def pick_platforms(wanted: str | None, executor: Executor, target: Target) -> li
     present = executor.platforms()
     if present is None:
         raise UsageError("--platform needs Ray: add --executor ray (or --address ADDRESS)")
-    from tuner.workers.placement import describe_platform
+    from tuner.workers import describe_platform
 
     keys = sorted(present) if wanted == "all" else [wanted]
     missing = [k for k in keys if k not in present and k != target.platform.key]

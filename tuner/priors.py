@@ -27,10 +27,7 @@ from tuner.errors import SpaceError
 from tuner.graph_features import call_counts, cosine
 from tuner.keys import Platform, Workload
 from tuner.search_spaces import SearchSpace
-from tuner.storage import Store
-from tuner.storage.failures import refresh_rules
-from tuner.storage.records import BestConfig, FailureRule
-from tuner.storage.warm_starts import other_platform_bests, tuned_workloads
+from tuner.storage import BestConfig, FailureRule, Store, other_platform_bests, refresh_rules, tuned_workloads
 from tuner.trial import Candidate, Measurement, Status
 
 WARM_SAME_WORKLOAD = 3

@@ -24,12 +24,11 @@ from typing import Any, Callable, Mapping
 from tuner.errors import TunerError, UsageError
 from tuner.keys import Platform, Workload, platform_from_parts
 from tuner.search import Target
-from tuner.search_spaces import Knob, SearchSpace
-from tuner.search_spaces.space import MAX_RECORDED_POINTS
-from tuner.storage.records import TrialRecord
+from tuner.search_spaces import MAX_RECORDED_POINTS, Knob, SearchSpace
+from tuner.storage import TrialRecord
 from tuner.trial import Candidate, MeasureSpec, Measurement, TrialRequest
 from tuner.version import __version__
-from tuner.workers.executor import Executor
+from tuner.workers import Executor
 
 __all__ = ["MAX_POINTS", "TABLE_FORMAT", "RecordedTable", "RecordingPlan", "plan_recording", "read_table",
            "record", "space_from_json"]

@@ -32,12 +32,11 @@ from tuner.priors import LearnedFailures, first_candidates
 from tuner.pruning import PruneHistory, check_pruner
 from tuner.samplers import SAMPLERS, check_sampler, make_sampler
 from tuner.search_spaces import SearchSpace
-from tuner.storage import Store
-from tuner.storage.records import StudyInfo, TrialRecord
+from tuner.storage import Store, StudyInfo, TrialRecord
 from tuner.training import check_mode
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status, TrialRequest
 from tuner.version import __version__
-from tuner.workers.executor import Executor
+from tuner.workers import Executor
 from tuner.workload import Workload
 
 MAX_DUPLICATE_ASKS = 200    # consecutive proposals already measured: the space is exhausted

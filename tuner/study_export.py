@@ -16,9 +16,8 @@ from optuna.distributions import (BaseDistribution, CategoricalDistribution, Flo
                                   IntDistribution)
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.search_spaces.catalogue import ALLOWED
-from tuner.search_spaces.space import knob_distribution
-from tuner.storage.records import TrialRecord
+from tuner.search_spaces import ALLOWED, knob_distribution
+from tuner.storage import TrialRecord
 from tuner.trial import Measurement, Status
 from tuner.verdict import measured_speedup
 

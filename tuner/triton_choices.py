@@ -29,12 +29,11 @@ import math
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 if TYPE_CHECKING:
-    from tuner.compiler import CompileConfig
     from tuner.keys import Platform
-    from tuner.storage.kernels import KernelConfig
+    from tuner.storage import KernelConfig
 
 KEY_FORMAT = 1
 KERNEL_PREFIX = "inductor-triton:"     # kernel_configs.kernel_name: prefix + graph key
@@ -69,7 +68,7 @@ class TritonChoice:
 
     def to_record(self, platform: "Platform", *, user: str, host: str) -> "KernelConfig":
         """This choice as a `kernel_configs` row on `platform` (`storage/kernels.py`)."""
-        from tuner.storage.kernels import KernelConfig
+        from tuner.storage import KernelConfig
 
         software = dict(platform.software)
         key_args = (("kernel", self.kernel[:255]), ("size_hints", self.size_hints[:255]),
@@ -89,10 +88,11 @@ def lookup_hash(size_hints: str, source: str) -> str:
     return generate_lookup_hash_from_source_code(size_hints, source)
 
 
-def autotunes_triton(config: "CompileConfig | None") -> bool:
-    """Whether compiling with `config` (None: eager) lets Inductor tune its generated Triton kernels
-    beyond its default heuristics: `max_autotune`, `max_autotune_pointwise` or coordinate descent."""
-    patches = {} if config is None else dict(config.inductor)
+def autotunes_triton(patches: Mapping[str, Any] | None) -> bool:
+    """Whether compiling with these Inductor config patches (a `CompileConfig.inductor`; None:
+    eager) lets Inductor tune its generated Triton kernels beyond its default heuristics:
+    `max_autotune`, `max_autotune_pointwise` or coordinate descent."""
+    patches = patches or {}
     return any(bool(patches.get(knob)) for knob in AUTOTUNE_KNOBS)
 
 

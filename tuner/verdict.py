@@ -31,7 +31,7 @@ from typing import Callable
 from tuner.confirm import DEFAULT, EAGER, ConfirmRequest, ConfirmResult, Speedup, halves, speedup
 from tuner.errors import TunerError
 from tuner.platform import Platform
-from tuner.storage.records import BestConfig, StudyInfo, TrialRecord
+from tuner.storage import BestConfig, StudyInfo, TrialRecord
 from tuner.trial import Candidate, MeasureSpec, Measurement
 from tuner.version import __version__
 from tuner.workload import Workload

@@ -17,8 +17,7 @@ from tuner.errors import UsageError
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
-    from tuner.storage import BestConfig, Store
-    from tuner.storage.records import ApplyReport, FailureRule
+    from tuner.storage import ApplyReport, BestConfig, FailureRule, Store
 
 THIN_ROUNDS = 10
 
@@ -55,8 +54,7 @@ def add_db_parser(subparsers: Any) -> None:
 
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.storage.migrate import current_revision, upgrade
-    from tuner.storage.urls import parse_url, safe_url, sqlite_path
+    from tuner.storage import current_revision, parse_url, safe_url, sqlite_path, upgrade
 
     path = sqlite_path(parse_url(settings.db_url))
     # A SQLite file that does not exist yet has no schema; reading it would refuse the missing file.
@@ -82,8 +80,7 @@ def cmd_db_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db_export(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.storage import Store
-    from tuner.storage.exchange import export_file
+    from tuner.storage import Store, export_file
     from tuner.version import __version__
 
     with Store.open(settings.db_url, readonly=True) as store:
@@ -100,8 +97,7 @@ def cmd_db_export(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db_import(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.storage import Store, ensure_schema
-    from tuner.storage.exchange import read_file
+    from tuner.storage import Store, ensure_schema, read_file
 
     snapshot = read_file(args.file)                 # validated whole before anything is opened
     ensure_schema(settings.db_url)
@@ -113,8 +109,7 @@ def cmd_db_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db_merge(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.storage import Store, ensure_schema, safe_url
-    from tuner.storage.exchange import merge
+    from tuner.storage import Store, ensure_schema, merge, safe_url
     from tuner.version import __version__
 
     if args.url == settings.db_url:
@@ -130,8 +125,7 @@ def cmd_db_merge(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db_ls(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.storage import Store
-    from tuner.storage.failures import failure_rules
+    from tuner.storage import Store, failure_rules
 
     with Store.open(settings.db_url, readonly=True) as store:
         workloads, platforms = _selection(store, args.workload, args.platform)

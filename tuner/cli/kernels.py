@@ -25,8 +25,7 @@ def add_kernels_parser(subparsers: Any) -> None:
 
 
 def cmd_kernels(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.storage import Store
-    from tuner.storage.kernels import kernel_configs
+    from tuner.storage import Store, kernel_configs
 
     with Store.open(settings.db_url, readonly=True) as store:
         found = kernel_configs(store)

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from tuner.cli.common import add_command
-from tuner.search_spaces.space import MAX_RECORDED_POINTS
+from tuner.search_spaces import MAX_RECORDED_POINTS
 from tuner.settings import Settings
 
 DESCRIPTION = ("Measure every point of a small search space once, for real, through the same executor and "
@@ -41,7 +41,7 @@ def cmd_record_space(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.errors import UsageError
     from tuner.recording import plan_recording, record
     from tuner.trial import MeasureSpec
-    from tuner.workers.executor import get_executor
+    from tuner.workers import get_executor
 
     if args.repeat < 2:
         raise UsageError(f"--repeat must be at least 2 paired rounds, got {args.repeat}")

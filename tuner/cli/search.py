@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from tuner.kernel_discovery import KernelLaunch
     from tuner.pipeline import SearchInterrupted, SearchResult, Target
     from tuner.search import SearchOutcome
-    from tuner.storage.records import StudyInfo, TrialRecord
+    from tuner.storage import StudyInfo, TrialRecord
 
 
 def add_search_parser(subparsers: Any) -> None:

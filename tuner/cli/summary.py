@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from tuner.cli.common import format_table
 from tuner.confirm import DEFAULT, EAGER, halves
-from tuner.storage.records import TrialRecord
-from tuner.trial import Measurement, Status
+from tuner.storage import TrialRecord
 from tuner.text import key_values
+from tuner.trial import Measurement, Status
 from tuner.verdict import Verdict, measured_speedup
 
 if TYPE_CHECKING:

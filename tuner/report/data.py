@@ -15,8 +15,7 @@ from tuner.trial import Status
 
 if TYPE_CHECKING:
     from tuner.search import Target
-    from tuner.storage import BestConfig, Store
-    from tuner.storage.records import StudyInfo, TrialRecord
+    from tuner.storage import BestConfig, Store, StudyInfo, TrialRecord
 
 # Not failures: a pruned trial was stopped early on purpose, a cancelled one by an interrupt.
 NOT_FAILURES = (Status.OK, Status.PRUNED, Status.CANCELLED)
@@ -163,7 +162,7 @@ def knob_changes(best: BestConfig) -> list[KnobChange]:
     A knob this torch no longer has shows its default as "?" (the lookup refuses such a config;
     the page says so through the profile's lookup lines).
     """
-    from tuner.search_spaces.knobs import installed_default, installed_has
+    from tuner.search_spaces import installed_default, installed_has
 
     rows = []
     for name in sorted(best.params):

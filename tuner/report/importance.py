@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tuner.storage.records import TrialRecord
+    from tuner.storage import TrialRecord
 
 MIN_OK_TRIALS = 5       # fewer completed trials give importances that are mostly noise
 # Optuna's docs advise at least 5 trials inside the target quantile: its default 0.1 from 50 ok
