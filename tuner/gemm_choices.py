@@ -35,7 +35,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from tuner.keys import canonical_json
 
@@ -103,11 +103,11 @@ def gemm_key(choices: Sequence[tuple[str, str]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def autotunes_gemms(patches: Mapping[str, Any] | None) -> bool:
-    """Whether compiling with these Inductor config patches (a `CompileConfig.inductor`; None:
-    eager) lets Inductor autotune GEMMs: `max_autotune` or `max_autotune_gemm` among them (a
+def autotunes_gemms(patches: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> bool:
+    """Whether compiling with these Inductor config patches (`CompileConfig.inductor`'s pairs, or
+    a mapping; None: eager) lets Inductor autotune GEMMs: `max_autotune` or `max_autotune_gemm` among them (a
     max-autotune mode is expanded into them)."""
-    patches = patches or {}
+    patches = dict(patches or ())
     return bool(patches.get("max_autotune") or patches.get("max_autotune_gemm"))
 
 

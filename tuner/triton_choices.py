@@ -88,11 +88,11 @@ def lookup_hash(size_hints: str, source: str) -> str:
     return generate_lookup_hash_from_source_code(size_hints, source)
 
 
-def autotunes_triton(patches: Mapping[str, Any] | None) -> bool:
-    """Whether compiling with these Inductor config patches (a `CompileConfig.inductor`; None:
-    eager) lets Inductor tune its generated Triton kernels beyond its default heuristics:
+def autotunes_triton(patches: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> bool:
+    """Whether compiling with these Inductor config patches (`CompileConfig.inductor`'s pairs, or
+    a mapping; None: eager) lets Inductor tune its generated Triton kernels beyond its default heuristics:
     `max_autotune`, `max_autotune_pointwise` or coordinate descent."""
-    patches = patches or {}
+    patches = dict(patches or ())
     return any(bool(patches.get(knob)) for knob in AUTOTUNE_KNOBS)
 
 
