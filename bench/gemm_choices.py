@@ -41,8 +41,7 @@ VARIANTS = (("default", ()), ("freezing", FREEZE), ("freezing + max_autotune", A
 
 
 def side_by_side(path: str, db_url: str, args: argparse.Namespace) -> None:
-    from tuner.confirm import ConfirmRequest, speedup
-    from tuner.trial import MeasureSpec
+    from tuner.trial import ConfirmRequest, MeasureSpec, speedup
 
     request = ConfirmRequest(spec=MeasureSpec(path, timeout_s=args.timeout, kernel_db=db_url),
                              variants=VARIANTS, rounds=args.rounds)

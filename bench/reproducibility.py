@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 from side_by_side import ROOT, Stored, measure, tune
 
 if TYPE_CHECKING:
-    from tuner.confirm import ConfirmResult
+    from tuner.trial import ConfirmResult
 
 WINNERS = ("winner A", "winner B")
 
 
 def report(winners: dict[str, Stored], measured_result: ConfirmResult) -> list[str]:
     """The lines that compare each winner's claim with its re-measurement."""
-    from tuner.confirm import speedup
+    from tuner.trial import speedup
 
     base = measured_result.get("default")
     lines = []
@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds for the re-measuring run")
     args = parser.parse_args(argv)
-    from tuner.confirm import ConfirmRequest
-    from tuner.trial import MeasureSpec
+    from tuner.trial import ConfirmRequest, MeasureSpec
 
     model = Path(args.model).expanduser().resolve()
     start = time.monotonic()

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tuner.confirm import ConfirmRequest, ConfirmResult
     from tuner.storage import BestConfig
+    from tuner.trial import ConfirmRequest, ConfirmResult
 
 ROOT = Path(__file__).resolve().parent.parent
 CEILING_SIZE = 2048
@@ -161,7 +161,7 @@ def measure(request: ConfirmRequest, *, ceiling: bool, timeout_s: float) -> Meas
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"the measuring process exited with {proc.returncode}: {proc.stderr[-2000:]}")
         data = json.loads(out.read_text())
-    from tuner.confirm import ConfirmResult
+    from tuner.trial import ConfirmResult
 
     return Measured(result=ConfirmResult.from_json(data["result"]), flops=data["flops"],
                     ceiling_gflops=data["ceiling_gflops"], dtype=data["dtype"], seconds=seconds)
@@ -169,7 +169,7 @@ def measure(request: ConfirmRequest, *, ceiling: bool, timeout_s: float) -> Meas
 
 def interval(values: tuple[float, ...] | list[float]) -> tuple[float, float, float]:
     """Median and its order-statistic interval (tuner.confirm.median_interval)."""
-    from tuner.confirm import median_interval
+    from tuner.trial import median_interval
 
     low, high = median_interval(list(values))
     return statistics.median(values), low, high
@@ -213,8 +213,9 @@ def _flops_and_dtype(spec: Any) -> tuple[int, Any]:
 def child(job_path: str, out_path: str) -> int:
     import torch
 
-    from tuner.confirm import ConfirmRequest, run_confirmation
+    from tuner.confirm import run_confirmation
     from tuner.node_lock import measure_lock
+    from tuner.trial import ConfirmRequest
 
     job = json.loads(Path(job_path).read_text())
     request = ConfirmRequest.from_json(job["request"])

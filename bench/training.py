@@ -24,10 +24,8 @@ import torch
 from tuner.measure import Rejected, Runner, prepare_training
 from tuner.modelfile import load_model_file
 from tuner.precision import relative_error
-from tuner.stats import paired_speedup
-from tuner.timing import RoundPlan, interleaved_rounds
 from tuner.training import loss_call, run_step
-from tuner.trial import MeasureSpec
+from tuner.trial import MeasureSpec, RoundPlan, interleaved_rounds, paired_speedup
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT_IN = {"default": (), "eager": None,

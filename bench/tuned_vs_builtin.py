@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from side_by_side import CEILING_SIZE, ROOT, Measured, Stored, geomean, interval, measure, tune
 
 if TYPE_CHECKING:
-    from tuner.confirm import VariantResult
+    from tuner.trial import VariantResult
 
 # name -> (model file, the package it needs)
 MODELS: dict[str, tuple[str, str | None]] = {
@@ -65,7 +65,7 @@ def variants(stored: Stored) -> tuple[tuple[str, tuple | None], ...]:
 
 def rows(measured: Measured) -> list[tuple[str, str]]:
     """One printed row per variant (label, text), in the request's order."""
-    from tuner.confirm import speedup
+    from tuner.trial import speedup
 
     result = measured.result
     base = result.get(DEFAULT)
@@ -103,7 +103,7 @@ def against_builtin(measured: Measured) -> Comparison:
     """Tuned paired against the best built-in, the default compile or a mode: "yes" when the
     median of tuned/best is at least 1. The best is chosen on the even rounds and compared on
     the odd ones, so that picking the luckiest of four built-ins does not bias the answer."""
-    from tuner.confirm import speedup
+    from tuner.trial import speedup
 
     result = measured.result
     base, tuned = result.get(DEFAULT), result.get(TUNED)
@@ -120,8 +120,7 @@ def against_builtin(measured: Measured) -> Comparison:
 
 def run_model(name: str, path: Path, args: argparse.Namespace, folder: Path) -> Comparison:
     """Tune and measure one model, print its table, and compare tuned with the best built-in."""
-    from tuner.confirm import ConfirmRequest
-    from tuner.trial import MeasureSpec
+    from tuner.trial import ConfirmRequest, MeasureSpec
 
     db_url = args.db or f"sqlite:///{folder / (name + '.db')}"
     stored, tune_s = tune(path, trials=args.trials, seed=args.seed, db_url=db_url, executor=args.executor)

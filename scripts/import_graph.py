@@ -66,9 +66,9 @@ TRANSITIONAL = ("tuner.api", "tuner.backend", "tuner.buckets", "tuner.compiler",
                 "tuner.cost_model", "tuner.decision", "tuner.dispatch", "tuner.explanation",
                 "tuner.gemm_choices", "tuner.graph_features", "tuner.kernel_bench", "tuner.kernel_db",
                 "tuner.kernel_discovery", "tuner.kernel_key", "tuner.kernel_search", "tuner.kernel_space",
-                "tuner.memory_limit", "tuner.modelfile", "tuner.node_lock", "tuner.objectives",
-                "tuner.priors", "tuner.pruning", "tuner.recording", "tuner.samplers", "tuner.shapes",
-                "tuner.stats", "tuner.study_export", "tuner.timing", "tuner.training",
+                "tuner.modelfile", "tuner.node_lock", "tuner.objectives",
+                "tuner.priors", "tuner.recording", "tuner.samplers", "tuner.shapes",
+                "tuner.study_export", "tuner.training",
                 "tuner.triton_choices", "tuner.verdict")
 
 # Imports the floors would allow but the design forbids: the executors start trial processes and

@@ -19,8 +19,7 @@ import pytest
 
 from faults import faulty_model
 from helpers import MODELS
-from tuner.confirm import EAGER, ConfirmRequest, ConfirmResult
-from tuner.trial import MeasureSpec, Status, TrialRequest
+from tuner.trial import EAGER, ConfirmRequest, ConfirmResult, MeasureSpec, Status, TrialRequest
 from tuner.workers import Executor
 
 TINY = str(MODELS / "tiny_mlp.py")

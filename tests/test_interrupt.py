@@ -24,10 +24,9 @@ from faults import FAULTY, fault_plan
 from helpers import cli_env
 from test_driver import replay, search, store, target  # noqa: F401  (store and target are fixtures)
 from test_storage import make_study, trial
-from tuner.confirm import ConfirmRequest
 from tuner.search import SearchInterrupted, Target
 from tuner.storage import Store
-from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
+from tuner.trial import ConfirmRequest, MeasureSpec, Measurement, Status, TrialRequest
 from tuner.workers.local import LocalExecutor
 from tuner.workers.replay import ReplayExecutor
 

@@ -10,10 +10,9 @@ import torch
 
 from faults import faulty_model
 from helpers import MODELS
-from tuner.confirm import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, VariantResult,
-                           median_interval, speedup)
 from tuner.measure import Rejected, Runner, compare_outputs, median_and_iqr, prepare
-from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
+from tuner.trial import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement,
+                         Status, TrialRequest, VariantResult, median_interval, speedup)
 
 
 def test_compare_outputs_by_dtype() -> None:

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,36 @@ def test_subpackages_import_from_the_install_elsewhere(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", IMPORTS], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("urls.py")
+
+
+def test_every_package_folder_ships_in_the_wheel() -> None:
+    """`[tool.setuptools] packages` is an explicit list: a folder missing from it ships a wheel
+    without that folder, which an editable install would never show."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, dirs = set(setuptools["packages"]), setuptools["package-dir"]
+    found = set()
+    for package, folder in dirs.items():
+        base = REPO / folder
+        found.add(package)
+        for init in base.rglob("__init__.py"):
+            rel = init.parent.relative_to(base)
+            if "__pycache__" not in rel.parts and not any(
+                    (base / Path(*rel.parts[:i])).resolve() in {(REPO / f).resolve() for f in dirs.values()}
+                    for i in range(1, len(rel.parts) + 1)):
+                found.add(".".join([package, *rel.parts]))
+    assert found - listed == set(), f"add these to [tool.setuptools] packages: {sorted(found - listed)}"
+    assert listed - found == set(), f"listed but not found: {sorted(listed - found)}"
+
+
+def test_the_trial_values_load_the_standard_library_only(tmp_path: Path) -> None:
+    """A trial process sets its memory cap through tuner.trial before torch loads
+    (workers/trial_process.py), and the executors exchange its values without torch."""
+    code = ("import sys; before = set(sys.modules); import tuner.trial, tuner.trial.memory_limit; "
+            "print(sorted({m.split('.')[0] for m in set(sys.modules) - before} - set(sys.stdlib_module_names)"
+            " - {'tuner'}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"tuner.trial loads packages beyond the standard library: {out.stdout}"
 
 
 @pytest.mark.ray

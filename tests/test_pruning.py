@@ -20,13 +20,12 @@ from tuner.cli.progress import Progress
 from tuner.cli.results import trials_table
 from tuner.errors import UsageError
 from tuner.platform import Platform
-from tuner.pruning import PruneHistory, PruneSpec, RoundPruner, RoundValues, replay_pruning, step_values
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
-from tuner.stats import paired_speedup
 from tuner.storage import Store, TrialRecord, ensure_schema
-from tuner.timing import RoundPlan, interleaved_rounds
-from tuner.trial import Candidate, MeasureSpec, Measurement, Status, TrialRequest
+from tuner.trial import (Candidate, MeasureSpec, Measurement, PruneHistory, PruneSpec, RoundPlan, RoundPruner,
+                         RoundValues, Status, TrialRequest, interleaved_rounds, paired_speedup, replay_pruning)
+from tuner.trial.pruning import step_values
 from tuner.verdict import pick_finalists
 from tuner.workers.isolation import run_isolated
 from tuner.workers.replay import ReplayExecutor

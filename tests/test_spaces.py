@@ -12,8 +12,8 @@ import pytest
 
 from tuner.errors import SpaceError
 from tuner.search_spaces import (Knob, SearchSpace, cpu, cuda, installed_default, installed_has, known_knobs,
-                                 load_space, mode_options, validate_params)
-from tuner.search_spaces.knobs import resolve, same_value
+                                 load_space, mode_options, same_value, validate_params)
+from tuner.search_spaces.knobs import resolve
 from tuner.trial import Candidate
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -7,8 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tuner.stats import paired_speedup
-from tuner.timing import RoundPlan, interleaved_rounds
+from tuner.trial import RoundPlan, interleaved_rounds, paired_speedup
 
 
 @dataclass

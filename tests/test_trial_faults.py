@@ -12,8 +12,7 @@ import pytest
 from helpers import MODELS, cli_env, run_main
 from tuner.errors import UsageError
 from tuner.measure import out_of_memory
-from tuner.memory_limit import format_mb, parse_size_mb
-from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
+from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest, format_mb, parse_size_mb
 from tuner.workers.isolation import run_isolated
 from tuner.workers.local import LocalExecutor
 
@@ -108,7 +107,7 @@ def test_a_cap_too_small_for_torch_says_so() -> None:
     """Where the cap strikes varies: Python's MemoryError (or an extension's SystemError without
     an exception set) while importing torch (the process says so itself), or the dynamic loader failing to load one of torch's libraries (the process dies,
     and its stderr says why): both read as the cap's doing."""
-    from tuner.memory_limit import out_of_memory_line
+    from tuner.trial import out_of_memory_line
 
     measured = run_isolated(TrialRequest(spec(TINY, memory_limit_mb=150), ()))
     assert measured.status is Status.CRASHED

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from tuner.confirm import DEFAULT, EAGER, halves
 from tuner.errors import ModelFileError
 from tuner.pipeline import Execution, SearchEvents, SearchOptions, SearchResult, run_search
 from tuner.shapes import Bucket, ShapeBuckets, weighted
+from tuner.trial import DEFAULT, EAGER, halves
 
 if TYPE_CHECKING:
     from tuner.settings import Settings

@@ -24,10 +24,8 @@ from typing import Any, Callable
 import torch
 
 from tuner.precision import FP32
-from tuner.pruning import RoundPruner, RoundValues
-from tuner.stats import median_and_iqr, paired_speedup
-from tuner.timing import calibrate, interleaved_rounds, time_samples
-from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
+from tuner.trial import (MeasureSpec, Measurement, RoundPruner, RoundValues, Status, TrialRequest, calibrate,
+                         interleaved_rounds, median_and_iqr, paired_speedup, time_samples)
 
 __all__ = ["Rejected", "Runner", "calibrate", "check_precision", "compare_outputs", "median_and_iqr", "prepare",
            "prepare_training", "run_trial", "time_samples"]
@@ -148,7 +146,7 @@ def failure(exc: BaseException, spec: MeasureSpec, status: Status) -> tuple[Stat
     Running out of memory is CRASHED instead, headlined "out of memory (the trial exceeded
     --memory-limit N)" when the spec's cap is in force in this process, else "out of memory".
     """
-    from tuner.memory_limit import exceeded, limit_in_force
+    from tuner.trial import exceeded, limit_in_force
 
     trace = traceback.format_exc()
     if out_of_memory(exc):

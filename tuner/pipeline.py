@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
-from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.errors import ModelFileError, TunerError, UsageError
 from tuner.kernel_discovery import KernelLaunch, discover_kernels
 from tuner.objectives import LATENCY_ONLY, front_finalists
@@ -22,7 +21,7 @@ from tuner.platform import Platform
 from tuner.search import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
 from tuner.settings import Settings
 from tuner.storage import Store, StudyInfo, TrialRecord
-from tuner.trial import MeasureSpec
+from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec
 from tuner.verdict import Verdict, best_configs, conclude, pick_finalists
 from tuner.workers import Executor, get_executor
 

@@ -24,17 +24,16 @@ import optuna
 
 from tuner.cost_model import PROPOSALS, CostRanker
 from tuner.errors import SpaceError, UsageError
-from tuner.memory_limit import MIN_MB, format_mb
 from tuner.objectives import LATENCY_ONLY, check_objectives, objective_values
 from tuner.platform import Platform
 from tuner.precision import check_tolerance
 from tuner.priors import LearnedFailures, first_candidates
-from tuner.pruning import PruneHistory, check_pruner
 from tuner.samplers import SAMPLERS, check_sampler, make_sampler
 from tuner.search_spaces import SearchSpace
 from tuner.storage import Store, StudyInfo, TrialRecord
 from tuner.training import check_mode
-from tuner.trial import Candidate, MeasureSpec, Measurement, Status, TrialRequest
+from tuner.trial import (MIN_MB, Candidate, MeasureSpec, Measurement, PruneHistory, Status, TrialRequest,
+                         check_pruner, format_mb)
 from tuner.version import __version__
 from tuner.workers import Executor
 from tuner.workload import Workload

@@ -28,11 +28,11 @@ import socket
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tuner.confirm import DEFAULT, EAGER, ConfirmRequest, ConfirmResult, Speedup, halves, speedup
 from tuner.errors import TunerError
 from tuner.platform import Platform
 from tuner.storage import BestConfig, StudyInfo, TrialRecord
-from tuner.trial import Candidate, MeasureSpec, Measurement
+from tuner.trial import (DEFAULT, EAGER, Candidate, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement,
+                         Speedup, halves, speedup)
 from tuner.version import __version__
 from tuner.workload import Workload
 

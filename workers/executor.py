@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.errors import UsageError
-from tuner.trial import Measurement, TrialRequest
+from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, TrialRequest
 
 
 class Executor(Protocol):

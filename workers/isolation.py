@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
-from tuner.memory_limit import exceeded, out_of_memory_line
-from tuner.trial import Measurement, Status, TrialRequest
+from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, Status, TrialRequest, exceeded,
+                         out_of_memory_line)
 
 STDERR_TAIL = 3000
 LOADED = "tuner: the trial process has loaded torch"    # its first stderr line (workers/trial_process.py)

@@ -13,8 +13,7 @@ import shutil
 import signal
 import tempfile
 
-from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
-from tuner.trial import Measurement, TrialRequest
+from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, TrialRequest
 from tuner.workers.isolation import confirm_isolated, run_isolated
 
 KILL_POLL_S = 0.05     # while cancelling: how often to look again for a process just started

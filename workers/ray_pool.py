@@ -25,9 +25,9 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
-from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.errors import UsageError
-from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest
+from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement, Status,
+                         TrialRequest)
 from tuner.workers.isolation import confirm_isolated, run_isolated
 from tuner.workers.placement import platform_resource, trial_resources
 from tuner.workers.ray_session import RaySession, connect

@@ -16,9 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tuner.confirm import ConfirmFailed, ConfirmRequest, ConfirmResult, VariantResult
-from tuner.pruning import replay_pruning
-from tuner.trial import Candidate, Measurement, Status, TrialRequest
+from tuner.trial import (Candidate, ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, Status,
+                         TrialRequest, VariantResult, replay_pruning)
 
 
 EAGER_KEY = "eager"

@@ -33,8 +33,7 @@ def die_with_parent(parent_pid: int) -> None:
 def run_trial_job(payload: dict) -> dict:
     """Run one trial under its spec's memory cap, set before torch loads so that the cap covers
     everything the process holds; the Measurement as JSON."""
-    from tuner.memory_limit import apply_memory_limit, exceeded
-    from tuner.trial import Measurement, Status, TrialRequest
+    from tuner.trial import Measurement, Status, TrialRequest, apply_memory_limit, exceeded
 
     request = TrialRequest.from_json(payload)
     limit = request.spec.memory_limit_mb
@@ -67,7 +66,8 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
         if job["kind"] == "trial":
             result = run_trial_job(job["request"])
         elif job["kind"] == "confirm":
-            from tuner.confirm import ConfirmRequest, run_confirmation
+            from tuner.confirm import run_confirmation
+            from tuner.trial import ConfirmRequest
             result = run_confirmation(ConfirmRequest.from_json(job["request"])).to_json()
         else:
             raise SystemExit(f"unknown job kind {job['kind']!r}")

@@ -71,12 +71,11 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when every platform's search stored a verdict, 1 when one had no correct trial.
     Interrupted (SearchInterrupted), it prints the summary of what finished and lets the
     interrupt go on to `tuner.cli.main` (exit 130)."""
-    from tuner.memory_limit import parse_size_mb
     from tuner.objectives import parse_objectives, pruning_notice
     from tuner.pipeline import Execution, SearchInterrupted, run_search
     from tuner.precision import parse_precisions
     from tuner.search import SearchOptions
-    from tuner.trial import MeasureSpec
+    from tuner.trial import MeasureSpec, parse_size_mb
 
     # Flags first, then the environment's settings; the options check themselves (UsageError).
     memory_limit_mb = None if args.memory_limit is None else parse_size_mb(args.memory_limit)

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuner.cli.common import format_table
-from tuner.confirm import DEFAULT, EAGER, halves
 from tuner.storage import TrialRecord
 from tuner.text import key_values
-from tuner.trial import Measurement, Status
+from tuner.trial import DEFAULT, EAGER, Measurement, Status, halves
 from tuner.verdict import Verdict, measured_speedup
 
 if TYPE_CHECKING:

@@ -1,23 +1,24 @@
-"""Confirmation: re-measure the finalists against the default compile, interleaved and paired.
+"""A confirmation's request and result: re-measure the finalists against the default compile,
+interleaved and paired.
 
-The trial process (`run_confirmation`) gets every variant ready through
-`tuner.measure.prepare`, as a trial does, then runs rounds in which each variant is
-timed once, in shuffled order. The driver (`speedup`) takes the per-round ratio
-baseline/variant, so slow drifts of a noisy machine cancel, and reports the median
-ratio with a distribution-free interval.
+The trial process (`run_confirmation`, in the measurement side) gets every variant of a
+`ConfirmRequest` ready as a trial does, then runs rounds in which each variant is timed once,
+in shuffled order, and returns a `ConfirmResult`. The driver (`speedup`) takes the per-round
+ratio baseline/variant, so slow drifts of a noisy machine cancel, and reports the median ratio
+with a distribution-free interval. These values cross process boundaries as JSON, like
+`TrialRequest` and `Measurement`.
 """
 from __future__ import annotations
 
-import random
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
-from tuner.stats import Speedup, median_interval, paired_speedup
-from tuner.trial import MeasureSpec, Status
+from tuner.trial.stats import Speedup, paired_speedup
+from tuner.trial.values import MeasureSpec, Status
 
-__all__ = ["DEFAULT", "EAGER", "ConfirmFailed", "ConfirmRequest", "ConfirmResult", "Speedup", "VariantResult",
-           "halves", "median_interval", "run_confirmation", "speedup"]
+__all__ = ["DEFAULT", "EAGER", "ConfirmFailed", "ConfirmRequest", "ConfirmResult", "VariantResult", "halves",
+           "speedup"]
 
 EAGER = "eager"
 DEFAULT = "default"
@@ -117,38 +118,3 @@ def halves(result: ConfirmResult) -> tuple[ConfirmResult, ConfirmResult]:
         return replace(result, variants=tuple(replace(v, round_ms=v.round_ms[parity::2]) for v in result.variants))
 
     return pick(0), pick(1)
-
-
-def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
-    """Trial-process side: get each variant ready in a fresh model copy, then interleave rounds.
-
-    Each variant goes through `tuner.measure.prepare`, as a trial does. One that fails to
-    compile, or whose output differs from eager, is reported with its status and takes no
-    part in the rounds.
-    """
-    import torch
-
-    from tuner.measure import Rejected, Runner, allow_variants, apply_threads, prepare
-    from tuner.node_lock import measure_lock
-    from tuner.timing import RoundPlan, interleaved_rounds
-
-    threads = apply_threads(request.spec)
-    allow_variants(len(request.variants))
-    runners: dict[str, Runner] = {}
-    results: dict[str, VariantResult] = {}
-    for label, params in request.variants:
-        runner = prepare(request.spec, params)
-        if isinstance(runner, Rejected):
-            results[label] = VariantResult(label, runner.status, error=runner.headline)
-        else:
-            runners[label] = runner
-    plan = RoundPlan(min_rounds=request.rounds, max_rounds=request.rounds, samples_per_round=request.samples_per_round,
-                     target_width=None, budget_s=None)
-    rounds: dict[str, list[float]] = {label: [] for label in runners}
-    if runners:
-        with torch.no_grad(), measure_lock():
-            rounds = interleaved_rounds(runners, plan, baseline=next(iter(runners)),
-                                        rng=random.Random(request.spec.seed))
-    for label, runner in runners.items():
-        results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
-    return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)

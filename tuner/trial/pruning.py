@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from tuner.errors import UsageError
-from tuner.stats import paired_speedup
+from tuner.trial.stats import paired_speedup
 
 if TYPE_CHECKING:
     from optuna.pruners import BasePruner

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
-from tuner.stats import paired_speedup
+from tuner.trial.stats import paired_speedup
 
 MIN_SAMPLE_S = 0.002          # one CPU sample lasts at least this long
 L2_FLUSH_BYTES = 256 * 2**20  # larger than any GPU's L2 cache (H100/H200: 50-60 MiB)

@@ -10,10 +10,10 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from tuner.keys import canonical_json  # re-exported: tuner.trial.canonical_json stays valid
-from tuner.pruning import PruneSpec
+from tuner.keys import canonical_json
 from tuner.text import key_values
-from tuner.timing import RoundPlan
+from tuner.trial.pruning import PruneSpec
+from tuner.trial.timing import RoundPlan
 
 
 class Status(str, enum.Enum):
