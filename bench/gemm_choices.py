@@ -80,9 +80,9 @@ def child(path: str, db_url: str) -> int:
     from tuner.compiler import compile_config, compile_model
     from tuner.gemm_choices import feeding, harvesting
     from tuner.lookup import Lookup
-    from tuner.modelfile import flatten_outputs, load_model_file
     from tuner.platform import current_platform
     from tuner.settings import Settings
+    from tuner.workload import flatten_outputs, load_model_file
 
     inductor_config.autotune_local_cache = False
     lookup, platform = Lookup(Settings(db_url=db_url)), current_platform("cpu")

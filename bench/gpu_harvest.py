@@ -53,10 +53,10 @@ def section_harvest(check: Any) -> list[str]:
 
     from tuner import triton_choices
     from tuner.measure import Rejected, prepare
-    from tuner.modelfile import flatten_outputs
     from tuner.platform import current_platform
     from tuner.storage import Store, kernel_configs, upgrade
     from tuner.trial import MeasureSpec
+    from tuner.workload import flatten_outputs
 
     model, url = str(check.model("block")), f"sqlite:///{check.run_dir / 'harvest.db'}"
     upgrade(url)
@@ -112,9 +112,8 @@ def _store_as_best(url: str, model: str, platform: Any) -> None:
     """Store PARAMS as every graph's best, so B's lookup applies it (placeholder evidence)."""
     import torch
 
-    from tuner.modelfile import load_model_file
     from tuner.storage import BestConfig, Store
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file
 
     workload = capture_workload(load_model_file(model))
     with Store.open(url) as store:

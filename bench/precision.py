@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 from tuner.compiler import compile_config, compile_model
-from tuner.modelfile import flatten_outputs, load_model_file
 from tuner.precision import FP32, relative_error
+from tuner.workload import flatten_outputs, load_model_file
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MODES = (FP32, "bf16-autocast", "bf16")

@@ -201,7 +201,7 @@ def _flops_and_dtype(spec: Any) -> tuple[int, Any]:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from tuner.modelfile import load_model_file
+    from tuner.workload import load_model_file
 
     loaded = load_model_file(spec.model_path, seed=spec.seed)
     dtype = next((p.dtype for p in loaded.model.parameters() if p.is_floating_point()), torch.float32)

@@ -22,10 +22,9 @@ from pathlib import Path
 import torch
 
 from tuner.measure import Rejected, Runner, prepare_training
-from tuner.modelfile import load_model_file
 from tuner.precision import relative_error
-from tuner.training import loss_call, run_step
 from tuner.trial import MeasureSpec, RoundPlan, interleaved_rounds, paired_speedup
+from tuner.workload import load_model_file, loss_call, run_step
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT_IN = {"default": (), "eager": None,

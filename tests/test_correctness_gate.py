@@ -12,8 +12,8 @@ import torch
 from helpers import MODELS, cli_env, run_main
 from tuner.errors import ModelFileError
 from tuner.measure import Runner, compare_outputs, prepare
-from tuner.modelfile import eager_reference, load_model_file
 from tuner.trial import MeasureSpec
+from tuner.workload import eager_reference, load_model_file
 
 FIX_NO_TENSOR = "so compiled results cannot be checked against eager; return the output tensor(s) from forward()"
 FIX_NAN = ("so compiled results cannot be checked against it; fix the model or get_inputs() so that "

@@ -75,11 +75,10 @@ def test_harvested_gemm_is_not_benchmarked_again_in_another_process(tmp_path: Pa
 
     from tuner.gemm_choices import KERNEL_PREFIX
     from tuner.measure import Rejected, prepare
-    from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
     from tuner.storage import Store, kernel_configs, upgrade
     from tuner.trial import MeasureSpec
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     upgrade(url)

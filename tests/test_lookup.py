@@ -57,8 +57,7 @@ def store_configs(url: str, workload, platform, params: dict, **fields) -> None:
 
 def tiny_workload(path: Path = TINY):
     """The tiny MLP's workload, captured as `tuner search` captures it."""
-    from tuner.modelfile import load_model_file
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file
 
     return capture_workload(load_model_file(path))
 

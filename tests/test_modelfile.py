@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tuner.errors import ModelFileError
-from tuner.modelfile import LoadedModel, eager_reference, flatten_outputs, load_model_file
+from tuner.workload import LoadedModel, eager_reference, flatten_outputs, load_model_file
 
 MODELS = Path(__file__).parent / "models"
 
@@ -42,7 +42,7 @@ def test_same_seed_same_weights_and_inputs_other_seed_differs() -> None:
 
 def test_same_seed_same_weights_in_another_process() -> None:
     code = (
-        "from tuner.modelfile import load_model_file\n"
+        "from tuner.workload import load_model_file\n"
         f"l = load_model_file({str(MODELS / 'mlp_a.py')!r})\n"
         "print(repr(float(sum(p.detach().double().sum() for p in l.model.parameters()))), repr(float(l.args[0].double().sum())))"
     )

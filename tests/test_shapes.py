@@ -16,7 +16,7 @@ import torch
 from helpers import MODELS, run_main
 from test_lookup import store_configs
 from tuner.errors import ModelFileError, UsageError
-from tuner.shapes import parse_shapes, weighted
+from tuner.workload import parse_shapes, weighted
 
 BATCHED = MODELS / "batched_mlp.py"
 SIZES = (1, 8, 32)
@@ -55,7 +55,7 @@ def test_a_bad_shapes_text_is_one_usage_line(text: str, message: str) -> None:
 
 
 def test_get_inputs_without_the_dimension_is_refused_naming_the_fix(tmp_path: Path) -> None:
-    from tuner.modelfile import load_model_file
+    from tuner.workload import load_model_file
 
     with pytest.raises(ModelFileError) as raised:
         load_model_file(MODELS / "tiny_mlp.py", shape=(("batch", 8),))
@@ -72,8 +72,8 @@ def test_get_inputs_without_the_dimension_is_refused_naming_the_fix(tmp_path: Pa
 
 
 def test_the_bucket_reaches_get_inputs_in_every_process_through_the_spec() -> None:
-    from tuner.modelfile import load_model_file
     from tuner.trial import MeasureSpec, TrialRequest
+    from tuner.workload import load_model_file
 
     spec = MeasureSpec(str(BATCHED), shape=(("batch", 32),))
     again = TrialRequest.from_json(TrialRequest(spec=spec, params=()).to_json()).spec   # as a trial process reads it
@@ -87,8 +87,7 @@ def test_the_bucket_reaches_get_inputs_in_every_process_through_the_spec() -> No
 # ---------------------------------------------------------------- lookup per bucket
 
 def _bucket_workload(batch: int):
-    from tuner.modelfile import load_model_file
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file
 
     return capture_workload(load_model_file(BATCHED, shape=(("batch", batch),)), name=f"batched_mlp[batch={batch}]")
 
@@ -135,8 +134,8 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def _compiled(url: str, *, dynamic: bool | None):
     from tuner.backend import TunerBackend
     from tuner.lookup import Lookup
-    from tuner.modelfile import load_model_file
     from tuner.settings import Settings
+    from tuner.workload import load_model_file
 
     torch._dynamo.reset()
     model = load_model_file(BATCHED).model
@@ -178,8 +177,8 @@ def test_a_dynamic_graph_dispatches_each_size_to_its_nearest_buckets_copy(bucket
     from tuner.backend import TunerBackend
     from tuner.dispatch import Dispatcher
     from tuner.lookup import Lookup
-    from tuner.modelfile import load_model_file
     from tuner.settings import Settings
+    from tuner.workload import load_model_file
 
     returned = []
 
@@ -260,7 +259,7 @@ def test_best_and_trials_show_each_bucket(bucket_db: str) -> None:
 
 
 def test_size_distance_blanks_sizes_only_and_ties_go_to_the_larger_bucket() -> None:
-    from tuner.shapes import nearest, size_distance
+    from tuner.workload import nearest, size_distance
 
     code = "%2 = placeholder () :: T([8,32] stride=32,1 float32 cpu) view(%2, [8, 4]) mul 0.125"
     at = {b: code.replace("[8,", f"[{b},").replace("[8, 4]", f"[{b}, 4]") for b in (1, 5, 8, 16, 32)}

@@ -22,9 +22,7 @@ TRAIN = MODELS / "tiny_train.py"
 
 def train_workload(path: Path = TRAIN):
     """The training workload as `tuner search --mode train` captures it."""
-    from tuner.modelfile import load_model_file
-    from tuner.training import loss_call
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file, loss_call
 
     loaded = load_model_file(path)
     return capture_workload(loaded, grad=True, call=loss_call(loaded))
@@ -57,8 +55,7 @@ def test_train_space_has_no_freezing_and_has_the_partitioner_knob() -> None:
 
 
 def test_train_and_inference_workloads_have_different_keys() -> None:
-    from tuner.modelfile import load_model_file
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file
 
     train = train_workload()
     infer = capture_workload(load_model_file(MODELS / "tiny_mlp.py"))
@@ -85,7 +82,7 @@ def test_a_compiled_step_with_wrong_gradients_is_wrong_result(monkeypatch: pytes
 
 def test_compare_steps_names_the_first_mismatching_parameter() -> None:
     from tuner.measure import compare_outputs
-    from tuner.training import StepResult, compare_steps
+    from tuner.workload import StepResult, compare_steps
 
     grads = (("a", torch.ones(3)), ("b", torch.ones(2)), ("frozen", None))
     ref = StepResult(torch.tensor(1.0), grads)
@@ -120,8 +117,8 @@ def test_shape_buckets_of_a_training_step_are_training_workloads_per_bucket() ->
     from tuner.buckets import check_buckets
     from tuner.pipeline import prepare_target
     from tuner.search import SearchOptions
-    from tuner.shapes import parse_shapes
     from tuner.trial import MeasureSpec
+    from tuner.workload import parse_shapes
 
     check_buckets(SearchOptions(MeasureSpec(str(TRAIN), mode="train"), trials=1), parse_shapes("batch=4,16"))
     four, sixteen = (prepare_target(str(TRAIN), mode="train", shape=(("batch", b),)) for b in (4, 16))
@@ -145,11 +142,10 @@ def test_explain_and_lookup_apply_the_stored_config_to_a_training_step(tmp_path:
     import torch._inductor.compile_fx as cfx
 
     from tuner.lookup import reset_process_lookup
-    from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
     from tuner.settings import Settings
     from tuner.storage import BestConfig, Store, upgrade
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     upgrade(url)

@@ -200,9 +200,8 @@ def test_a_freezing_config_is_fed_under_the_key_its_trial_harvested(tmp_path: Pa
     from helpers import MODELS
     from test_lookup import store_configs
     from tuner.compiler import compile_config, compile_model
-    from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
-    from tuner.workload import capture_workload
+    from tuner.workload import capture_workload, load_model_file
 
     class Built:
         """Stands in for the kernels a compile builds (weak-referenceable, like a CachingAutotuner)."""

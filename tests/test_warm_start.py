@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from fixtures.sharing_data import best, seed, workload
-from tuner.graph_features import call_counts, cosine
-from tuner.keys import platform_from_parts
 from tuner.cli.search import warm_start_lines
+from tuner.keys import platform_from_parts
 from tuner.priors import first_candidates
 from tuner.search import Driver, SearchOptions, Target, open_study
 from tuner.search_spaces import load_space
 from tuner.storage import Store, ensure_schema
 from tuner.trial import MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor
+from tuner.workload import call_counts, cosine
 
 A, B, C, D = "max_autotune", "cpp_wrapper", "aggressive_fusion", "benchmark_fusion"
 

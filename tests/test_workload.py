@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tuner import workload
 from tuner.errors import ModelFileError
-from tuner.modelfile import LoadedModel, load_model_file
-from tuner.workload import GraphFingerprint, Workload, capture_workload, fingerprint_graph
+from tuner.workload import (GraphFingerprint, LoadedModel, Workload, capture, capture_workload, fingerprint_graph,
+                            load_model_file)
 
 MODELS = Path(__file__).parent / "models"
 
@@ -68,7 +67,7 @@ def test_key_stable_in_another_process_directory_and_seed(tmp_path: Path) -> Non
     copy.parent.mkdir()
     shutil.copy(MODELS / "mlp_a.py", copy)
     code = (
-        "from tuner.modelfile import load_model_file\n"
+        "from tuner.workload import load_model_file\n"
         "from tuner.workload import capture_workload\n"
         f"print(capture_workload(load_model_file({str(copy)!r}, seed=7)).key)"
     )
@@ -155,6 +154,6 @@ def test_a_fingerprint_bug_is_not_blamed_on_the_model(monkeypatch: pytest.Monkey
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("bug in tuner")
 
-    monkeypatch.setattr(workload, "fingerprint_graph", broken)
+    monkeypatch.setattr(capture, "fingerprint_graph", broken)
     with pytest.raises(ZeroDivisionError, match="bug in tuner"):
         capture_workload(load_model_file(MODELS / "mlp_a.py"))

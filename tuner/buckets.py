@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from tuner.errors import ModelFileError
 from tuner.pipeline import Execution, SearchEvents, SearchOptions, SearchResult, run_search
-from tuner.shapes import Bucket, ShapeBuckets, weighted
 from tuner.trial import DEFAULT, EAGER, halves
+from tuner.workload import Bucket, ShapeBuckets, weighted
 
 if TYPE_CHECKING:
     from tuner.settings import Settings
@@ -78,7 +78,7 @@ def check_buckets(options: SearchOptions, buckets: ShapeBuckets) -> None:
     """Before any search: each bucket's inputs load (ModelFileError from the loader: `get_inputs`
     takes no such argument, or fails at that size), and no two buckets give inputs of the same
     shapes (they would be one workload, and their configs would overwrite each other)."""
-    from tuner.modelfile import load_model_file
+    from tuner.workload import load_model_file
 
     measure = options.measure
     seen: dict[tuple, Bucket] = {}

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from tuner.graph_features import call_counts, cosine
 from tuner.keys import Platform, Workload
 from tuner.search_spaces import Knob, SearchSpace
 from tuner.trial import Candidate, Measurement, Status
+from tuner.workload import call_counts, cosine
 
 PROPOSALS = 8                 # candidates drawn per measured trial
 MIN_EXAMPLES = 8              # labelled examples before the model ranks anything

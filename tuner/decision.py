@@ -230,7 +230,7 @@ def decide_nearest_bucket(miss: Decision, code: str,
     hit on the config of the nearest of `buckets` (workload name, bucket graph, its config on
     `miss.platform`: `Store.bucket_configs`) by `tuner.shapes.nearest`; `miss` itself when no
     bucket is the same graph at other sizes. Raises SpaceError when that config does not validate."""
-    from tuner.shapes import nearest, size_distance
+    from tuner.workload import nearest, size_distance
 
     found = nearest(code, [graph.code for _, graph, _ in buckets])
     if found is None:

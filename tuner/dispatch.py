@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from tuner.shapes import closest
+from tuner.workload import closest
 
 __all__ = ["Dispatcher", "SymbolSite", "bind", "skeleton", "symbol_sites"]
 

@@ -223,9 +223,8 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     from tuner import triton_choices
     from tuner.compiler import compile_config, compile_model
     from tuner.gemm_choices import autotunes_gemms, harvesting, save_harvest
-    from tuner.modelfile import flatten_outputs, load_model_file
     from tuner.node_lock import compile_lock
-    from tuner.training import TRAIN
+    from tuner.workload import TRAIN, flatten_outputs, load_model_file
 
     if spec.mode == TRAIN:      # whole training steps, checked on the loss and gradients
         return prepare_training(spec, params)
@@ -268,9 +267,8 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     compare its loss and gradients with the reference (`compare_outputs`). `call` is one whole
     step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
     from tuner.compiler import compile_config, compile_model
-    from tuner.modelfile import load_model_file
     from tuner.node_lock import compile_lock
-    from tuner.training import compare_steps, loss_call, make_optimizer, run_step, timed_step
+    from tuner.workload import compare_steps, load_model_file, loss_call, make_optimizer, run_step, timed_step
 
     loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
     loss, initial = loss_call(loaded), copy.deepcopy(loaded.model.state_dict())
@@ -300,9 +298,9 @@ def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[
     (`tuner.precision.relative_error`) must stay within `spec.tolerance`. Returns the line that
     reports the error measured, or a WRONG_RESULT `Rejected` that says it (a call that fails on
     fresh inputs is rejected like a failing first call)."""
-    from tuner.modelfile import flatten_outputs
     from tuner.node_lock import compile_lock
     from tuner.precision import FRESH_INPUT_SETS, accuracy_problem
+    from tuner.workload import flatten_outputs
 
     tolerance = spec.tolerance
     if tolerance is None:

@@ -165,12 +165,10 @@ def prepare_target(model_path: str, *, space_path: str | None = None, include_un
     """
     import torch
 
-    from tuner.modelfile import eager_reference, load_model_file
     from tuner.platform import current_platform
     from tuner.search_spaces import load_space
-    from tuner.shapes import workload_name
-    from tuner.training import TRAIN, check_training, loss_call
-    from tuner.workload import capture_workload
+    from tuner.workload import (TRAIN, capture_workload, check_training, eager_reference, load_model_file,
+                                loss_call, workload_name)
 
     if threads:
         torch.set_num_threads(threads)

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import SpaceError
-from tuner.graph_features import call_counts, cosine
 from tuner.keys import Platform, Workload
 from tuner.search_spaces import SearchSpace
 from tuner.storage import BestConfig, FailureRule, Store, other_platform_bests, refresh_rules, tuned_workloads
 from tuner.trial import Candidate, Measurement, Status
+from tuner.workload import call_counts, cosine
 
 WARM_SAME_WORKLOAD = 3
 WARM_NEAREST = 3

@@ -31,12 +31,11 @@ from tuner.priors import LearnedFailures, first_candidates
 from tuner.samplers import SAMPLERS, check_sampler, make_sampler
 from tuner.search_spaces import SearchSpace
 from tuner.storage import Store, StudyInfo, TrialRecord
-from tuner.training import check_mode
 from tuner.trial import (MIN_MB, Candidate, MeasureSpec, Measurement, PruneHistory, Status, TrialRequest,
                          check_pruner, format_mb)
 from tuner.version import __version__
 from tuner.workers import Executor
-from tuner.workload import Workload
+from tuner.workload import Workload, check_mode
 
 MAX_DUPLICATE_ASKS = 200    # consecutive proposals already measured: the space is exhausted
 # A sampler that has converged keeps proposing what was measured; after this many repeats in a

@@ -16,7 +16,7 @@ def search_buckets(options: SearchOptions, shapes: str, *, execution: Execution,
     """Parse `shapes` (UsageError), search each bucket (`tuner.buckets.run_bucket_search`; each
     bucket's summary comes through `events`), print the weighted table, return every result."""
     from tuner.buckets import run_bucket_search
-    from tuner.shapes import parse_shapes
+    from tuner.workload import parse_shapes
 
     search = run_bucket_search(options, parse_shapes(shapes), execution=execution, settings=settings, events=events)
     print(f"\n{weighted_table(search)}")

@@ -40,7 +40,7 @@ def bucket_sizes(shapes: str | None) -> list[tuple[tuple[str, int], ...]]:
     the model file's own `get_inputs()`."""
     if shapes is None:
         return [()]
-    from tuner.shapes import parse_shapes
+    from tuner.workload import parse_shapes
 
     return [bucket.sizes for bucket in parse_shapes(shapes).buckets]
 

@@ -36,11 +36,8 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
 
     from tuner.explanation import explain_graph, format_explanation
     from tuner.lookup import Lookup, short
-    from tuner.modelfile import load_model_file
     from tuner.platform import current_platform
-    from tuner.shapes import workload_name
-    from tuner.training import TRAIN, loss_call
-    from tuner.workload import capture_workload
+    from tuner.workload import TRAIN, capture_workload, load_model_file, loss_call, workload_name
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -38,7 +38,7 @@ def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
     found = 0
     for shape in sizes:
         if len(sizes) > 1 or shape:
-            from tuner.shapes import shape_label
+            from tuner.workload import shape_label
 
             print(f"{shape_label(shape)}:")
         found += _best(args, settings, shape) == 0
@@ -101,8 +101,8 @@ def _indent(text: str) -> str:
 def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
     """Every stored trial, or with --shapes those of each bucket (exit 1 when no bucket has any)."""
     from tuner.pipeline import prepare_target
-    from tuner.shapes import shape_label
     from tuner.storage import Store
+    from tuner.workload import shape_label
 
     found = 0
     for shape in bucket_sizes(args.shapes):

@@ -58,7 +58,7 @@ def profile_best(model_path: str, db_url: str, *, calls: int = CALLS, top: int =
 
     import tuner
     from tuner.compiler import CompileConfig, compile_model
-    from tuner.modelfile import load_model_file
+    from tuner.workload import load_model_file
 
     default, tuned = load_model_file(model_path), load_model_file(model_path)
     with torch.no_grad():

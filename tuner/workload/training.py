@@ -27,7 +27,7 @@ from tuner.errors import ModelFileError, UsageError
 if TYPE_CHECKING:
     import torch
 
-    from tuner.modelfile import LoadedModel
+    from tuner.workload.modelfile import LoadedModel
 
 __all__ = ["INFERENCE", "MODES", "TRAIN", "Compare", "StepResult", "check_mode", "check_training", "compare_steps",
            "loss_call", "make_optimizer", "run_step", "timed_step"]
@@ -63,7 +63,7 @@ def make_optimizer(loaded: "LoadedModel", model: "torch.nn.Module") -> "torch.op
     something that is not a torch optimizer."""
     import torch
 
-    from tuner.modelfile import exception_line
+    from tuner.workload.modelfile import exception_line
 
     make = loaded.get_optimizer
     if make is None:
@@ -137,7 +137,7 @@ def check_training(loaded: "LoadedModel") -> StepResult:
     is not a finite scalar, no parameter gets a gradient, or the two steps differ."""
     import torch
 
-    from tuner.modelfile import exception_line
+    from tuner.workload.modelfile import exception_line
 
     call = loss_call(loaded)
     try:

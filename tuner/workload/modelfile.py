@@ -105,7 +105,7 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
     _seed_everything(seed)
     get_inputs = module.get_inputs
     if shape:   # a --shapes bucket: its sizes are keyword arguments of get_inputs (tuner.shapes)
-        from tuner.shapes import check_get_inputs
+        from tuner.workload.shapes import check_get_inputs
 
         check_get_inputs(path, get_inputs, [name for name, _ in shape])
         get_inputs = functools.partial(get_inputs, **dict(shape))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
     import torch.fx
 
-    from tuner.modelfile import LoadedModel
+    from tuner.workload.modelfile import LoadedModel
 
 __all__ = ["FINGERPRINT_VERSION", "GraphFingerprint", "Workload", "capture_workload", "fingerprint_graph"]
 
