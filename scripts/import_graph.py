@@ -64,8 +64,8 @@ EXACT = ("tuner", "tuner.__main__", "tuner.pipeline")
 # on no floor until they move. Empty, and then deleted, once the move is done.
 TRANSITIONAL = ("tuner.api", "tuner.backend", "tuner.buckets", "tuner.compiler", "tuner.confirm",
                 "tuner.cost_model", "tuner.decision", "tuner.dispatch", "tuner.explanation",
-                "tuner.gemm_choices", "tuner.kernel_bench", "tuner.kernel_db",
-                "tuner.kernel_discovery", "tuner.kernel_key", "tuner.kernel_search", "tuner.kernel_space",
+                "tuner.gemm_choices", "tuner.kernel_db",
+                "tuner.kernel_space",
                 "tuner.node_lock", "tuner.objectives",
                 "tuner.priors", "tuner.recording", "tuner.samplers", "tuner.shapes",
                 "tuner.study_export", "tuner.training",

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tuner.errors import UsageError
-from tuner.kernel_search import search_configs
+from tuner.kernels.search import search_configs
 from tuner.trial import Measurement, Status
 
 triton = pytest.importorskip("triton")
@@ -27,7 +27,7 @@ with triton.knobs.runtime.scope():
     import autotune_kernels as kernels
 
 import tuner  # noqa: E402
-from tuner.kernel_db import KernelWarning  # noqa: E402
+from tuner.kernels import KernelWarning  # noqa: E402
 from tuner.storage import Store  # noqa: E402
 from tuner.storage import kernel_configs  # noqa: E402
 

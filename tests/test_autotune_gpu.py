@@ -29,7 +29,7 @@ class CountedDoBench:
     """Triton's own timer, counted."""
 
     def __init__(self) -> None:
-        from tuner.kernel_bench import DoBenchTimer
+        from tuner.kernels.bench import DoBenchTimer
 
         self.timer, self.calls = DoBenchTimer(), 0
 

@@ -26,7 +26,7 @@ with triton.knobs.runtime.scope():
     import autotune_kernels as kernels
 
 import tuner  # noqa: E402
-from tuner.kernel_discovery import describe_launch, discover_kernels  # noqa: E402
+from tuner.kernels import describe_launch, discover_kernels  # noqa: E402
 from tuner.storage import Store  # noqa: E402
 from tuner.storage import kernel_configs  # noqa: E402
 

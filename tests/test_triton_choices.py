@@ -70,7 +70,7 @@ def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_tha
     from tuner.backend import _triton_feed
     from tuner.compiler import compile_config
     from tuner.decision import Decision, Tier
-    from tuner.kernel_db import KernelDatabase
+    from tuner.kernels import KernelDatabase
     from tuner.lookup import Lookup
     from tuner.settings import Settings
     from tuner.triton_choices import attributing, harvesting, lookup_hash
@@ -115,7 +115,7 @@ def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(
     from tuner.backend import _triton_feed
     from tuner.compiler import compile_config
     from tuner.decision import Decision, Tier
-    from tuner.kernel_db import KernelDatabase
+    from tuner.kernels import KernelDatabase
     from tuner.keys import platform_from_parts
     from tuner.lookup import Lookup
     from tuner.settings import Settings
@@ -163,7 +163,7 @@ def test_tuner_kernels_lists_the_harvested_kernels_by_family_and_graph(tmp_path:
     from helpers import run_main
 
     from tuner.gemm_choices import GemmChoice
-    from tuner.kernel_db import KernelDatabase
+    from tuner.kernels import KernelDatabase
     from tuner.triton_choices import TritonChoice
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"

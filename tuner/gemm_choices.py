@@ -226,7 +226,7 @@ def save_harvest(records: Sequence[GemmChoice], *, db_url: str | None, device: s
     used is warned about once (`tuner.kernel_db`), never raised."""
     if not records or db_url is None or not (device == "cpu" or device.startswith("cuda")):
         return 0
-    from tuner.kernel_db import KernelDatabase
+    from tuner.kernels import KernelDatabase
     from tuner.platform import current_platform
 
     db = KernelDatabase(db_url)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from tuner.errors import ModelFileError, TunerError, UsageError
-from tuner.kernel_discovery import KernelLaunch, discover_kernels
+from tuner.kernels import KernelLaunch, discover_kernels
 from tuner.objectives import LATENCY_ONLY, front_finalists
 from tuner.platform import Platform
 from tuner.search import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study

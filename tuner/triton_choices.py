@@ -187,7 +187,7 @@ def save_harvest(choices: list[TritonChoice], *, db_url: str | None, device: str
     choices or a database, or off CUDA. A database that cannot be used is warned about once."""
     if not choices or db_url is None or not device.startswith("cuda"):
         return 0
-    from tuner.kernel_db import KernelDatabase
+    from tuner.kernels import KernelDatabase
     from tuner.platform import current_platform
 
     db = KernelDatabase(db_url)

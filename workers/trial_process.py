@@ -59,7 +59,7 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
     if parent_pid is not None:
         die_with_parent(parent_pid)
     job = json.loads(Path(job_path).read_text())
-    from tuner.kernel_db import search_database
+    from tuner.kernels import search_database
 
     # The model's @tuner.autotune kernels read (and store) their configs in the search's database.
     with search_database(job["request"].get("spec", {}).get("kernel_db")):

@@ -10,7 +10,7 @@ from tuner.settings import Settings
 
 if TYPE_CHECKING:
     from tuner.cli.progress import Progress
-    from tuner.kernel_discovery import KernelLaunch
+    from tuner.kernels import KernelLaunch
     from tuner.pipeline import SearchInterrupted, SearchResult, Target
     from tuner.search import SearchOutcome
     from tuner.storage import StudyInfo, TrialRecord
@@ -130,7 +130,7 @@ class SearchPrinter:
         self.progress: Progress | None = None
 
     def kernels_tuned(self, launches: tuple[KernelLaunch, ...]) -> None:
-        from tuner.kernel_discovery import describe_launch
+        from tuner.kernels import describe_launch
 
         for launch in launches:
             print(f"kernel: {describe_launch(launch)}", file=sys.stderr)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tuner.errors import UsageError
+from tuner.kernels.space import Scalar
 from tuner.keys import canonical_json
-from tuner.kernel_space import Scalar
 
 KERNEL_KEY_FORMAT = 1
 KERNEL_KEY_LEN = 32

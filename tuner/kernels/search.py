@@ -13,8 +13,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tuner.kernel_key import KernelSignature
-from tuner.kernel_space import Config, Scalar
+from tuner.kernels.key import KernelSignature
+from tuner.kernels.space import Config, Scalar
 from tuner.keys import canonical_json
 from tuner.trial import Measurement
 

@@ -18,12 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tuner.kernel_db import search_database
+from tuner.kernels.database import search_database
 from tuner.text import key_values
 
 if TYPE_CHECKING:
-    from tuner.kernel_key import KernelSignature
-    from tuner.kernel_search import KernelChoice
+    from tuner.kernels.key import KernelSignature
+    from tuner.kernels.search import KernelChoice
 
 __all__ = ["KernelLaunch", "LaunchLog", "describe_launch", "discover_kernels", "note_launch"]
 

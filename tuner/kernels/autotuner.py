@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError, UsageError
-from tuner.kernel_bench import ArgHooks, DoBenchTimer, Timer, WallClockTimer, benchmark
-from tuner.kernel_db import KernelDatabase, warn_once
-from tuner.kernel_discovery import note_launch
-from tuner.kernel_key import KernelSignature, kernel_key, python_function, signature_of, source_hash
-from tuner.kernel_search import DEFAULT_MAX_TRIALS, KernelChoice, KernelSearch, KernelTrial, search_configs
-from tuner.kernel_space import LAUNCH_OPTIONS, Config, Constraint, KernelSpace, Scalar, space_hash
+from tuner.kernels.bench import ArgHooks, DoBenchTimer, Timer, WallClockTimer, benchmark
+from tuner.kernels.database import KernelDatabase, warn_once
+from tuner.kernels.discovery import note_launch
+from tuner.kernels.key import KernelSignature, kernel_key, python_function, signature_of, source_hash
+from tuner.kernels.search import DEFAULT_MAX_TRIALS, KernelChoice, KernelSearch, KernelTrial, search_configs
+from tuner.kernels.space import LAUNCH_OPTIONS, Config, Constraint, KernelSpace, Scalar, space_hash
 from tuner.keys import Platform
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Union
 
-from tuner.kernel_space import Config, Scalar
+from tuner.kernels.space import Config, Scalar
 from tuner.trial import Measurement, Status
 
 log = logging.getLogger("tuner.kernels")
