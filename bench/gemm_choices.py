@@ -77,8 +77,8 @@ def child(path: str, db_url: str) -> int:
     import torch._inductor.config as inductor_config
     from torch._dynamo.utils import counters
 
-    from tuner.compiler import compile_config, compile_model
-    from tuner.gemm_choices import feeding, harvesting
+    from tuner.inductor import compile_config, compile_model
+    from tuner.inductor.gemm_choices import feeding, harvesting
     from tuner.lookup import Lookup
     from tuner.platform import current_platform
     from tuner.settings import Settings

@@ -51,7 +51,7 @@ def section_harvest(check: Any) -> list[str]:
     import torch
     from torch._dynamo.utils import counters
 
-    from tuner import triton_choices
+    from tuner.inductor import triton_choices
     from tuner.measure import Rejected, prepare
     from tuner.platform import current_platform
     from tuner.storage import Store, kernel_configs, upgrade

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from tuner.compiler import compile_config, compile_model
+from tuner.inductor import compile_config, compile_model
 from tuner.precision import FP32, relative_error
 from tuner.workload import flatten_outputs, load_model_file
 

@@ -48,7 +48,7 @@ def stored_params(path: Path, db: str) -> tuple[tuple[str, object], ...] | None:
 
 def gradient_error(path: Path, params: tuple[tuple[str, object], ...] | None) -> float:
     """Largest relative gradient error of one compiled step against eager, from the same weights."""
-    from tuner.compiler import compile_config, compile_model
+    from tuner.inductor import compile_config, compile_model
 
     ref_loaded, got_loaded = load_model_file(path), load_model_file(path)
     reference = run_step(ref_loaded.model, lambda: loss_call(ref_loaded)(ref_loaded.model), None, path)

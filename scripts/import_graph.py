@@ -17,7 +17,8 @@ Exit status 1, with one line per problem, when
 - a module imports one of a sibling unit on its own floor or of a higher floor (FLOORS: a unit
   may import itself and lower floors only), or breaks a NEVER rule;
 - a module outside a package imports one of the package's inner modules instead of its face
-  (the package's `__init__`);
+  (the names of the package's `__init__`, or a submodule it lists in `__all__`, imported through
+  the package: `from tuner.inductor import gemm_choices`);
 - a module belongs to no unit of FLOORS;
 - a module is longer than --max-lines (default 400).
 """
@@ -62,14 +63,14 @@ EXACT = ("tuner", "tuner.__main__", "tuner.pipeline")
 
 # Flat modules of tuner/ not yet moved into their subpackage (docs/architecture.md, "Layout"):
 # on no floor until they move. Empty, and then deleted, once the move is done.
-TRANSITIONAL = ("tuner.api", "tuner.backend", "tuner.buckets", "tuner.compiler", "tuner.confirm",
+TRANSITIONAL = ("tuner.api", "tuner.backend", "tuner.buckets", "tuner.confirm",
                 "tuner.cost_model", "tuner.decision", "tuner.dispatch", "tuner.explanation",
-                "tuner.gemm_choices", "tuner.kernel_db",
+                "tuner.kernel_db",
                 "tuner.kernel_space",
                 "tuner.node_lock", "tuner.objectives",
                 "tuner.priors", "tuner.recording", "tuner.samplers", "tuner.shapes",
                 "tuner.study_export", "tuner.training",
-                "tuner.triton_choices", "tuner.verdict")
+                "tuner.verdict")
 
 # Imports the floors would allow but the design forbids: the executors start trial processes and
 # never run the compile-time lookup or the Dynamo capture themselves.
@@ -275,20 +276,51 @@ def floor_problems(graph: dict[str, dict[str, str]]) -> list[str]:
     return problems
 
 
+def face_exports(modules: dict[str, Module]) -> dict[str, set[str]]:
+    """Package -> the names its `__init__` lists in `__all__` (a literal list or tuple)."""
+    out: dict[str, set[str]] = {}
+    for name, module in modules.items():
+        if module.is_package and module.path.is_file():
+            for node in ast.parse(module.path.read_text()).body:
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                        for t in node.targets):
+                    out[name] = set(ast.literal_eval(node.value))
+    return out
+
+
+def _reached(module: Module, modules: dict[str, Module]) -> list[tuple[str, str | None]]:
+    """(inner module imported, the package it was imported through, or None when imported by its
+    own path) for every import of a module that is not a package."""
+    found: list[tuple[str, str | None]] = []
+    for target, names, level, _ in _imports(ast.parse(module.path.read_text(), filename=str(module.path))):
+        base = _absolute(module, target, level)
+        if base in modules and not modules[base].is_package:
+            found.append((base, None))
+        for name in names:
+            if f"{base}.{name}" in modules and not modules[f"{base}.{name}"].is_package:
+                found.append((f"{base}.{name}", base))
+    return found
+
+
 def face_problems(graph: dict[str, dict[str, str]], modules: dict[str, Module]) -> list[str]:
-    """Imports of a package's inner module from outside the package: outside, import its face."""
+    """Imports of a package's inner module from outside the package. Outside, import its face: the
+    names of its `__init__`, or a submodule that `__init__` lists in `__all__`, through the package."""
     packages = {name for name, m in modules.items() if m.is_package and name != "tuner" and "." in name}
+    exports = face_exports(modules)
     problems = []
-    for source, targets in sorted(graph.items()):
+    for source in sorted(graph):
+        if modules[source].path.is_dir():
+            continue
         house = next((h for p, h in SAME_HOUSE.items() if source == p or source.startswith(p + ".")), None)
-        for target in sorted(targets):
-            if target in packages:
-                continue
+        for target, through in sorted(set(_reached(modules[source], modules)), key=lambda t: (t[0], t[1] or "")):
             holder = max((p for p in packages if target.startswith(p + ".")), key=len, default=None)
             if holder is None or holder.count(".") > 1 or holder == house:   # faces: tuner's subpackages
                 continue
-            if source != holder and not source.startswith(holder + "."):
-                problems.append(f"face: {source} imports {target}: outside {holder}, import its face")
+            if source == holder or source.startswith(holder + "."):
+                continue
+            if through == holder and target.rpartition(".")[2] in exports.get(holder, ()):
+                continue
+            problems.append(f"face: {source} imports {target}: outside {holder}, import its face")
     return problems
 
 

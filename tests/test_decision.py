@@ -8,12 +8,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import torch
 
-from tuner.compiler import CompileConfig
 from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, decide_tier
-from tuner.explanation import Explanation, format_explanation
-from tuner.keys import GraphFingerprint
 from tuner.errors import SpaceError
-from tuner.keys import Platform, platform_from_parts
+from tuner.explanation import Explanation, format_explanation
+from tuner.inductor import CompileConfig
+from tuner.keys import GraphFingerprint, Platform, platform_from_parts
 from tuner.storage import BestConfig
 
 GRAPH = "g" * 32

@@ -73,7 +73,7 @@ def test_harvested_gemm_is_not_benchmarked_again_in_another_process(tmp_path: Pa
     from torch._dynamo.utils import counters
     from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 
-    from tuner.gemm_choices import KERNEL_PREFIX
+    from tuner.inductor.gemm_choices import KERNEL_PREFIX
     from tuner.measure import Rejected, prepare
     from tuner.platform import current_platform
     from tuner.storage import Store, kernel_configs, upgrade
@@ -119,7 +119,7 @@ def test_harvested_gemm_is_not_benchmarked_again_in_another_process(tmp_path: Pa
 
 
 def test_recorded_harvest_round_trips_through_the_database_to_the_feed(tmp_path: Path) -> None:
-    from tuner.gemm_choices import GemmChoice, chosen
+    from tuner.inductor.gemm_choices import GemmChoice, chosen
     from tuner.lookup import Lookup
     from tuner.platform import current_platform
     from tuner.settings import Settings

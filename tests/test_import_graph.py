@@ -22,6 +22,7 @@ def test_the_package_has_no_cycle_no_floor_or_face_breach_and_no_long_module() -
 
 
 def _problems(root: Path, files: dict[str, str], *args: str) -> list[str]:
+    root.mkdir(exist_ok=True)
     (root / "pyproject.toml").write_text('[tool.setuptools.package-dir]\n"tuner" = "tuner"\n'
                                          '"tuner.storage" = "storage"\n"tuner.workers" = "workers"\n')
     for name in ("tuner/__init__.py", "storage/__init__.py", "workers/__init__.py"):
@@ -76,6 +77,16 @@ def test_an_inner_module_imported_from_outside_its_package_fails(tmp_path: Path)
     problems = _problems(tmp_path, {"storage/records.py": "", "storage/store.py": "from tuner.storage import records\n",
                                     "tuner/lookup/__init__.py": "from tuner.storage.records import TrialRecord\n"})
     assert problems == ["face: tuner.lookup imports tuner.storage.records: outside tuner.storage, import its face"]
+
+
+def test_a_submodule_the_face_lists_may_be_imported_through_the_package_only(tmp_path: Path) -> None:
+    face = {"tuner/inductor/__init__.py": '__all__ = ["gemm_choices"]\n', "tuner/inductor/gemm_choices.py": ""}
+    assert _problems(tmp_path / "a", {**face, "tuner/lookup/backend.py": "from tuner.inductor import gemm_choices\n",
+                                      "tuner/lookup/__init__.py": ""}) == []
+    problems = _problems(tmp_path / "b", {**face, "tuner/lookup/__init__.py": "",
+                                          "tuner/lookup/backend.py": "from tuner.inductor.gemm_choices import x\n"})
+    assert problems == ["face: tuner.lookup.backend imports tuner.inductor.gemm_choices: outside tuner.inductor, "
+                        "import its face"]
 
 
 def test_a_never_rule_fails_though_the_floors_allow_it(tmp_path: Path) -> None:

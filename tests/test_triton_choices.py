@@ -45,7 +45,7 @@ class ReplayedLauncher:
 def replay_autotuning(kernel: Any) -> None:
     """The recorded outcome of the kernel's first launch on a GPU: every candidate benchmarked
     (the timings Inductor returns from `benchmark_all_configs`), the winner's launcher kept."""
-    from tuner.triton_choices import remember_timings
+    from tuner.inductor.triton_choices import remember_timings
 
     by_block = {f"XBLOCK={c.kwargs['XBLOCK']}": c for c in kernel.configs}
     remember_timings(kernel, {ReplayedLauncher(by_block[name]): ms for name, ms in RECORDED["timings_ms"].items()})
@@ -68,12 +68,12 @@ def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_tha
     import torch._inductor.config as inductor_config
 
     from tuner.backend import _triton_feed
-    from tuner.compiler import compile_config
     from tuner.decision import Decision, Tier
+    from tuner.inductor import compile_config
+    from tuner.inductor.triton_choices import attributing, harvesting, lookup_hash
     from tuner.kernels import KernelDatabase
     from tuner.lookup import Lookup
     from tuner.settings import Settings
-    from tuner.triton_choices import attributing, harvesting, lookup_hash
 
     with harvesting(True) as harvest:
         with attributing(lambda: GRAPH):          # the graph's compile builds the kernel
@@ -113,13 +113,13 @@ def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_tha
 
 def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(tmp_path: Path) -> None:
     from tuner.backend import _triton_feed
-    from tuner.compiler import compile_config
     from tuner.decision import Decision, Tier
+    from tuner.inductor import compile_config
+    from tuner.inductor.triton_choices import TritonChoice, autotunes_triton
     from tuner.kernels import KernelDatabase
     from tuner.keys import platform_from_parts
     from tuner.lookup import Lookup
     from tuner.settings import Settings
-    from tuner.triton_choices import TritonChoice, autotunes_triton
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     platform = cuda_platform()
@@ -146,7 +146,7 @@ def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(
 def test_a_kernel_that_did_not_settle_or_that_inductor_does_not_look_up_is_not_harvested(case: str) -> None:
     from torch._inductor.runtime.hints import HeuristicType
 
-    from tuner.triton_choices import settled_choice
+    from tuner.inductor.triton_choices import settled_choice
 
     kernel = build_kernel()
     replay_autotuning(kernel)
@@ -162,9 +162,9 @@ def test_a_kernel_that_did_not_settle_or_that_inductor_does_not_look_up_is_not_h
 def test_tuner_kernels_lists_the_harvested_kernels_by_family_and_graph(tmp_path: Path) -> None:
     from helpers import run_main
 
-    from tuner.gemm_choices import GemmChoice
+    from tuner.inductor.gemm_choices import GemmChoice
+    from tuner.inductor.triton_choices import TritonChoice
     from tuner.kernels import KernelDatabase
-    from tuner.triton_choices import TritonChoice
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     platform, db = cuda_platform(), KernelDatabase(url)
@@ -196,10 +196,10 @@ def test_a_freezing_config_is_fed_under_the_key_its_trial_harvested(tmp_path: Pa
 
     import tuner
     import tuner.backend as backend
-    import tuner.triton_choices as triton_choices
+    import tuner.inductor.triton_choices as triton_choices
     from helpers import MODELS
     from test_lookup import store_configs
-    from tuner.compiler import compile_config, compile_model
+    from tuner.inductor import compile_config, compile_model
     from tuner.platform import current_platform
     from tuner.workload import capture_workload, load_model_file
 

@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from tuner.backend import FreezingPlan, TunerBackend
-from tuner.compiler import CompileConfig, trace_context
+from tuner.inductor import CompileConfig, trace_context
 from tuner.lookup import Lookup
 from tuner.precision import OPTION, get_precision, split_option
 from tuner.settings import Settings

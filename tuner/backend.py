@@ -49,8 +49,8 @@ from tuner.precision import FP32, split_option
 if TYPE_CHECKING:
     import torch.fx
 
-    from tuner.compiler import CompileConfig
     from tuner.dispatch import Dispatcher
+    from tuner.inductor import CompileConfig
     from tuner.keys import GraphFingerprint, Platform
 
 log = logging.getLogger("tuner.lookup")
@@ -113,7 +113,7 @@ class TunerBackend:
             _say_not_opted_in_once(decision, choice.note)
         if choice.applies is Applies.EAGER:
             return gm.forward
-        from tuner.compiler import make_backend
+        from tuner.inductor import make_backend
 
         kernels = _triton_feed(self.lookup, decision, choice.config, index,
                                graph_key=_own_key(self.lookup, gm, example_inputs, fingerprint, index))
@@ -174,8 +174,8 @@ def _per_bucket(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequ
     None for a static graph or when no bucket binds (the graph is then a plain miss)."""
     import copy
 
-    from tuner.compiler import make_backend
     from tuner.dispatch import Dispatcher, symbol_sites
+    from tuner.inductor import make_backend
 
     sites = symbol_sites(fingerprint.code)
     buckets = lookup.bucket_decisions(fingerprint, platform) if sites else []
@@ -231,10 +231,10 @@ def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", in
     settled on when that config was measured on this graph (`graph_key()`, the graph as traced now:
     `tuner.triton_choices`), as the `autotune_lookup_table` patch, so those kernels benchmark
     nothing; None when there are none."""
-    from tuner.triton_choices import autotunes_triton
+    from tuner.inductor import triton_choices
 
     platform = decision.platform
-    if platform is None or platform.device != "cuda" or not autotunes_triton(config.inductor):
+    if platform is None or platform.device != "cuda" or not triton_choices.autotunes_triton(config.inductor):
         return None
     key = graph_key()
     table = None if key is None else lookup.guarded("read the Triton kernel configs of", index,
@@ -251,14 +251,14 @@ def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", inde
     """Around the compile of a graph whose applied config turns on `max_autotune`: each GEMM
     Inductor would autotune takes the winner harvested when that config was measured
     (`tuner.gemm_choices`), benchmarking nothing; GEMMs without one are autotuned as usual."""
-    from tuner.gemm_choices import autotunes_gemms, feeding
+    from tuner.inductor import gemm_choices
 
     platform = decision.platform
-    if platform is None or platform.device not in ("cpu", "cuda") or not autotunes_gemms(config.inductor):
+    if platform is None or platform.device not in ("cpu", "cuda") or not gemm_choices.autotunes_gemms(config.inductor):
         yield
         return
 
-    with feeding(lambda key: lookup.gemm_winner(key, platform.key)) as feed:
+    with gemm_choices.feeding(lambda key: lookup.gemm_winner(key, platform.key)) as feed:
         yield
     if feed.fed or feed.missed:
         log.info("tuner: graph %d (key %s): %d GEMM(s) took their stored choice, %d autotuned by Inductor",

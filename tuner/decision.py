@@ -41,7 +41,7 @@ from tuner.precision import FP32, opt_in_hint
 from tuner.text import key_values
 
 if TYPE_CHECKING:
-    from tuner.compiler import CompileConfig
+    from tuner.inductor import CompileConfig
     from tuner.keys import GraphFingerprint, Platform
     from tuner.storage import BestConfig
 
@@ -123,7 +123,7 @@ def backend_choice(decision: Decision, *, traced_frozen: bool, precision: str = 
     """Which config a backend applies to the graph of `decision`: what `_measured_choice` picks,
     unless that config's precision is neither fp32 nor `precision` (the one the compile call
     opted in to): then Inductor's defaults (NOT_OPTED_IN, the note says how to opt in)."""
-    from tuner.compiler import CompileConfig
+    from tuner.inductor import CompileConfig
 
     choice = _measured_choice(decision, traced_frozen=traced_frozen)
     if choice.config.precision in (FP32, precision):
@@ -144,7 +144,7 @@ def _measured_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
     freezing), or Inductor's defaults when none was measured (UNMEASURED, note NO_UNFROZEN).
     Everything else, misses included, is `decision.config`.
     """
-    from tuner.compiler import CompileConfig
+    from tuner.inductor import CompileConfig
 
     if decision.eager:
         return Choice(Applies.EAGER, CompileConfig(), "no Inductor compile")
@@ -188,7 +188,7 @@ def decide_tier(graph_key: str, platform: "Platform",
     what that means; `Lookup` falls back to defaults). A same-hardware config that does not
     validate is skipped and named in `elsewhere`. A miss returns tier MISS.
     """
-    from tuner.compiler import CompileConfig
+    from tuner.inductor import CompileConfig
 
     exact = [(b, p) for b, p in stored_rows if p.key == platform.key]
     if exact:
@@ -264,7 +264,7 @@ def bucket_decisions(graph_key: str, platform: "Platform", code: str,
 
 def _config_of(best: "BestConfig") -> "CompileConfig":
     """The stored config as a CompileConfig, re-validated against this torch (SpaceError if not)."""
-    from tuner.compiler import CompileConfig, compile_config
+    from tuner.inductor import CompileConfig, compile_config
 
     return CompileConfig() if best.is_default or best.eager else compile_config(dict(best.params))
 
@@ -272,7 +272,7 @@ def _config_of(best: "BestConfig") -> "CompileConfig":
 def _unfrozen_of(best: "BestConfig") -> "CompileConfig | None":
     """The config measured without freezing, re-validated like the params (SpaceError if not,
     or if it turns freezing on after all)."""
-    from tuner.compiler import compile_config
+    from tuner.inductor import compile_config
 
     if best.unfrozen_params is None:
         return None

@@ -15,7 +15,7 @@ from tuner.errors import StorageError
 from tuner.precision import FP32, opt_in_hint
 
 if TYPE_CHECKING:
-    from tuner.compiler import CompileConfig
+    from tuner.inductor import CompileConfig
     from tuner.keys import GraphFingerprint, Platform
     from tuner.storage import Store
 

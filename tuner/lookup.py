@@ -105,7 +105,7 @@ class Lookup:
         invalid stored config) and unexpected ones (a bug in tuner) both end as Inductor's
         defaults with one warning per process.
         """
-        from tuner.compiler import CompileConfig
+        from tuner.inductor import CompileConfig
         from tuner.workload import fingerprint_graph
 
         fingerprint: GraphFingerprint | None = None
@@ -209,7 +209,7 @@ class Lookup:
         """The stored winning choice of one Inductor GEMM (`tuner.gemm_choices`, kept in
         `kernel_configs`) on exactly this platform; None on a miss and on a database that cannot
         be used (then, as in `decide`: one warning, and the database is not read again)."""
-        from tuner.gemm_choices import WINNER
+        from tuner.inductor import gemm_choices
         from tuner.storage import find_kernel_config
 
         with self._lock:
@@ -223,29 +223,29 @@ class Lookup:
                 self.warn_once(f"tuner: {exc}; Inductor autotunes the GEMMs itself "
                                f"(tuner will not read the database again in this process)")
                 return None
-        winner = None if record is None else record.config_dict().get(WINNER)
+        winner = None if record is None else record.config_dict().get(gemm_choices.WINNER)
         return winner if isinstance(winner, str) else None
 
     def triton_table(self, graph_key: str, platform_key: str) -> dict[str, dict[str, int]]:
         """The tile configs stored for graph `graph_key`'s generated Triton kernels on exactly this
         platform (`tuner.triton_choices`) as Inductor's `autotune_lookup_table`; empty on a miss and
         on a database that cannot be used (then, as in `decide`: one warning, not read again)."""
+        from tuner.inductor import triton_choices
         from tuner.storage import kernel_configs
-        from tuner.triton_choices import KERNEL_PREFIX, table
 
         with self._lock:
             if self._unusable is not None:
                 return {}
             try:
                 records = kernel_configs(self.store(), platform_key=platform_key,
-                                         kernel_name=(KERNEL_PREFIX + graph_key)[:255])
+                                         kernel_name=(triton_choices.KERNEL_PREFIX + graph_key)[:255])
             except StorageError as exc:
                 self._unusable = str(exc)
                 self._close_store()
                 self.warn_once(f"tuner: {exc}; Inductor tunes its Triton kernels itself "
                                f"(tuner will not read the database again in this process)")
                 return {}
-        return table(records)
+        return triton_choices.table(records)
 
     def warn_once(self, message: str) -> None:
         """The process's single LookupWarning; later problems are logged at INFO."""
@@ -267,7 +267,7 @@ class Lookup:
         return decision
 
     def _unavailable(self, graph_key: str, platform: "Platform", reason: str) -> Decision:
-        from tuner.compiler import CompileConfig
+        from tuner.inductor import CompileConfig
 
         return Decision(graph_key=graph_key, platform=platform, tier=Tier.UNAVAILABLE,
                         config=CompileConfig(), reason=reason)

@@ -220,9 +220,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     A precision other than fp32 is checked by `check_precision` instead of `compare_outputs`.
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
-    from tuner import triton_choices
-    from tuner.compiler import compile_config, compile_model
-    from tuner.gemm_choices import autotunes_gemms, harvesting, save_harvest
+    from tuner.inductor import compile_config, compile_model, gemm_choices, triton_choices
     from tuner.node_lock import compile_lock
     from tuner.workload import TRAIN, flatten_outputs, load_model_file
 
@@ -239,7 +237,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
             # Triton kernels settle on (CUDA) are harvested for lookups.
             patches = None if config is None else config.inductor
             tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(patches)
-            with compile_lock(), harvesting(autotunes_gemms(patches)) as gemms, \
+            with compile_lock(), gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
                     triton_choices.harvesting(tunes_kernels) as kernels:
                 first = flatten_outputs(loaded.call(model))
         except Exception as exc:  # a config that fails is a value, as the module docstring says
@@ -254,7 +252,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         note, mismatch = None, compare_outputs(reference, first)
         if mismatch:
             return Rejected(Status.WRONG_RESULT, mismatch)
-    save_harvest(gemms, db_url=spec.kernel_db, device=loaded.device)     # a verified compile's choices only
+    gemm_choices.save_harvest(gemms, db_url=spec.kernel_db, device=loaded.device)  # a verified compile's only
     triton_choices.save_harvest(kernels.choices(), db_url=spec.kernel_db, device=loaded.device)
     return Runner(call=lambda: loaded.call(model), sync=device_sync(loaded.device), device=loaded.device,
                   compile_s=None if params is None else compile_s, note=note)
@@ -266,7 +264,7 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     `params` (None: eager), make the first step (with the optimizer's) under the compile lock and
     compare its loss and gradients with the reference (`compare_outputs`). `call` is one whole
     step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
-    from tuner.compiler import compile_config, compile_model
+    from tuner.inductor import compile_config, compile_model
     from tuner.node_lock import compile_lock
     from tuner.workload import compare_steps, load_model_file, loss_call, make_optimizer, run_step, timed_step
 

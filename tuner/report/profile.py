@@ -57,7 +57,7 @@ def profile_best(model_path: str, db_url: str, *, calls: int = CALLS, top: int =
     import torch
 
     import tuner
-    from tuner.compiler import CompileConfig, compile_model
+    from tuner.inductor import CompileConfig, compile_model
     from tuner.workload import load_model_file
 
     default, tuned = load_model_file(model_path), load_model_file(model_path)

@@ -102,8 +102,8 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
         import torch._functorch.config as functorch_config
         from torch._inductor import compile_fx as inductor_compile_fx
 
+        from tuner.inductor.triton_choices import attributing
         from tuner.search_spaces import mode_options
-        from tuner.triton_choices import attributing
         from tuner.workload import fingerprint_graph
 
         user: dict[str, Any] = dict(mode_options(mode)) if mode else {}

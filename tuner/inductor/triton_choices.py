@@ -124,7 +124,7 @@ def harvesting(enabled: bool = True) -> Iterator[Harvest]:
     if not enabled:
         yield harvest
         return
-    from tuner.gemm_choices import on_this_thread
+    from tuner.inductor.gemm_choices import on_this_thread
 
     _observe_timings()
     with on_this_thread(_state, "harvest", harvest):
