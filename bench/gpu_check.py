@@ -226,8 +226,8 @@ def _num(value: float | None, fmt: str) -> str:
 def section_measure(check: Check) -> list[str]:
     import torch
 
-    from tuner.measure import Rejected, calibrate, median_and_iqr, prepare, time_samples
-    from tuner.trial import MeasureSpec, TrialRequest
+    from tuner.measure import Rejected, prepare
+    from tuner.trial import MeasureSpec, TrialRequest, calibrate, median_and_iqr, time_samples
     from tuner.workers import get_executor
 
     print("  trial: wall clock over back-to-back calls (launch overhead in, L2 warm), median of samples;\n"

@@ -213,8 +213,7 @@ def _flops_and_dtype(spec: Any) -> tuple[int, Any]:
 def child(job_path: str, out_path: str) -> int:
     import torch
 
-    from tuner.confirm import run_confirmation
-    from tuner.node_lock import measure_lock
+    from tuner.measure import measure_lock, run_confirmation
     from tuner.trial import ConfirmRequest
 
     job = json.loads(Path(job_path).read_text())

@@ -10,9 +10,9 @@ import torch
 
 from faults import faulty_model
 from helpers import MODELS
-from tuner.measure import Rejected, Runner, compare_outputs, median_and_iqr, prepare
+from tuner.measure import Rejected, Runner, compare_outputs, prepare
 from tuner.trial import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement,
-                         Status, TrialRequest, VariantResult, median_interval, speedup)
+                         Status, TrialRequest, VariantResult, median_and_iqr, median_interval, speedup)
 
 
 def test_compare_outputs_by_dtype() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-IMPORTS = "import tuner.node_lock, tuner.storage.urls, tuner.search_spaces; print(tuner.storage.urls.__file__)"
+IMPORTS = "import tuner.measure.node_lock, tuner.storage.urls, tuner.search_spaces; print(tuner.storage.urls.__file__)"
 
 
 def test_subpackages_import_from_the_install_elsewhere(tmp_path: Path) -> None:

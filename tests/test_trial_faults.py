@@ -11,7 +11,7 @@ import pytest
 
 from helpers import MODELS, cli_env, run_main
 from tuner.errors import UsageError
-from tuner.measure import out_of_memory
+from tuner.measure.core import out_of_memory
 from tuner.trial import MeasureSpec, Measurement, Status, TrialRequest, format_mb, parse_size_mb
 from tuner.workers.isolation import run_isolated
 from tuner.workers.local import LocalExecutor

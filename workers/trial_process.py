@@ -66,7 +66,7 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
         if job["kind"] == "trial":
             result = run_trial_job(job["request"])
         elif job["kind"] == "confirm":
-            from tuner.confirm import run_confirmation
+            from tuner.measure import run_confirmation
             from tuner.trial import ConfirmRequest
             result = run_confirmation(ConfirmRequest.from_json(job["request"])).to_json()
         else:

@@ -221,7 +221,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.inductor import compile_config, compile_model, gemm_choices, triton_choices
-    from tuner.node_lock import compile_lock
+    from tuner.measure.node_lock import compile_lock
     from tuner.workload import TRAIN, flatten_outputs, load_model_file
 
     if spec.mode == TRAIN:      # whole training steps, checked on the loss and gradients
@@ -265,7 +265,7 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     compare its loss and gradients with the reference (`compare_outputs`). `call` is one whole
     step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
     from tuner.inductor import compile_config, compile_model
-    from tuner.node_lock import compile_lock
+    from tuner.measure.node_lock import compile_lock
     from tuner.workload import compare_steps, load_model_file, loss_call, make_optimizer, run_step, timed_step
 
     loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
@@ -296,7 +296,7 @@ def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[
     (`tuner.precision.relative_error`) must stay within `spec.tolerance`. Returns the line that
     reports the error measured, or a WRONG_RESULT `Rejected` that says it (a call that fails on
     fresh inputs is rejected like a failing first call)."""
-    from tuner.node_lock import compile_lock
+    from tuner.measure.node_lock import compile_lock
     from tuner.precision import FRESH_INPUT_SETS, accuracy_problem
     from tuner.workload import flatten_outputs
 
@@ -346,7 +346,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     With `request.pruning`, a `RoundPruner` may stop the rounds early: the trial is then PRUNED,
     with the pairing of the rounds it ran.
     """
-    from tuner.node_lock import measure_lock
+    from tuner.measure.node_lock import measure_lock
 
     spec = request.spec
     threads = apply_threads(spec)

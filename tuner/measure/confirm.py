@@ -18,8 +18,8 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     """
     import torch
 
-    from tuner.measure import Rejected, Runner, allow_variants, apply_threads, prepare
-    from tuner.node_lock import measure_lock
+    from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, prepare
+    from tuner.measure.node_lock import measure_lock
     from tuner.trial import RoundPlan, interleaved_rounds
 
     threads = apply_threads(request.spec)
