@@ -51,8 +51,7 @@ def good_db(tmp_path_factory: pytest.TempPathFactory, tiny) -> Path:
 
 def compile_with(url: str, tiny) -> tuple[torch.Tensor, list[warnings.WarningMessage], object]:
     """Compile and run the tiny MLP through a fresh Lookup on `url`; return output, warnings, lookup."""
-    from tuner.backend import TunerBackend
-    from tuner.lookup import Lookup
+    from tuner.lookup import Lookup, TunerBackend
     from tuner.settings import Settings
 
     model, x, *_ = tiny

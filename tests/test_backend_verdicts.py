@@ -56,11 +56,11 @@ def inductor_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 def process_db(monkeypatch: pytest.MonkeyPatch):
     """Point the process-wide lookup (what `backend="tuner"` uses) at a database, with
     TUNER_EXPLAIN on; the "said once" flag of the backend starts fresh."""
-    import tuner.backend
+    import tuner.lookup.backend
     from tuner.lookup import reset_process_lookup
     from tuner.settings import Settings
 
-    monkeypatch.setattr(tuner.backend, "_said_unmeasured", False)
+    monkeypatch.setattr(tuner.lookup.backend, "_said_unmeasured", False)
     yield lambda url: reset_process_lookup(Settings(db_url=url, explain=True))
     reset_process_lookup()
 
@@ -131,7 +131,7 @@ def test_plain_backend_applies_the_config_measured_without_freezing(
 
 def test_plain_backend_without_a_measured_alternative_applies_defaults_and_says_why_once(
         tmp_path: Path, tiny, inductor_calls, process_db, caplog: pytest.LogCaptureFixture) -> None:
-    from tuner.decision import NO_UNFROZEN
+    from tuner.lookup import NO_UNFROZEN
 
     model, x, eager, *_ = tiny
     process_db(stored_db(tmp_path, tiny, FREEZING))                 # a row from before unfrozen_params

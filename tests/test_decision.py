@@ -8,11 +8,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import torch
 
-from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, decide_tier
 from tuner.errors import SpaceError
-from tuner.explanation import Explanation, format_explanation
 from tuner.inductor import CompileConfig
 from tuner.keys import GraphFingerprint, Platform, platform_from_parts
+from tuner.lookup import (NO_UNFROZEN, Applies, Decision, Explanation, Tier, backend_choice, decide_tier,
+                          format_explanation)
 from tuner.storage import BestConfig
 
 GRAPH = "g" * 32

@@ -195,8 +195,7 @@ def test_user_mode_and_options_are_the_base_and_the_stored_config_wins(seeded, m
     """Inductor is replaced by a recorder here: what matters is the patches it would get."""
     import torch._inductor.compile_fx as cfx
 
-    from tuner.backend import TunerBackend
-    from tuner.lookup import Lookup
+    from tuner.lookup import Lookup, TunerBackend
     from tuner.settings import Settings
 
     url, _, _ = seeded

@@ -39,6 +39,23 @@ def test_every_package_folder_ships_in_the_wheel() -> None:
     assert listed - found == set(), f"listed but not found: {sorted(listed - found)}"
 
 
+def test_the_backend_entry_point_loads_the_lookup_face() -> None:
+    """`backend="tuner"` without an import: torch resolves the installed entry point, which names a
+    face (a package), so moving a file inside tuner/lookup/ never breaks it."""
+    from importlib.metadata import entry_points
+
+    from torch._dynamo.backends.registry import lookup_backend
+
+    from tuner.lookup import tuner_backend
+
+    found = [e for e in entry_points(group="torch_dynamo_backends") if e.name == "tuner"]
+    assert [e.value for e in found] == ["tuner.lookup:tuner_backend"]
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert declared["torch_dynamo_backends"] == {"tuner": found[0].value}, "reinstall: pip install ."
+    assert found[0].load() is tuner_backend
+    assert lookup_backend("tuner") is tuner_backend
+
+
 def test_the_trial_values_load_the_standard_library_only(tmp_path: Path) -> None:
     """A trial process sets its memory cap through tuner.trial before torch loads
     (workers/trial_process.py), and the executors exchange its values without torch."""

@@ -67,12 +67,11 @@ def described(config: Any) -> tuple:
 def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_that_config_only(tmp_path: Path) -> None:
     import torch._inductor.config as inductor_config
 
-    from tuner.backend import _triton_feed
-    from tuner.decision import Decision, Tier
     from tuner.inductor import compile_config
     from tuner.inductor.triton_choices import attributing, harvesting, lookup_hash
     from tuner.kernels import KernelDatabase
-    from tuner.lookup import Lookup
+    from tuner.lookup import Decision, Lookup, Tier
+    from tuner.lookup.backend import _triton_feed
     from tuner.settings import Settings
 
     with harvesting(True) as harvest:
@@ -112,13 +111,12 @@ def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_tha
 
 
 def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(tmp_path: Path) -> None:
-    from tuner.backend import _triton_feed
-    from tuner.decision import Decision, Tier
     from tuner.inductor import compile_config
     from tuner.inductor.triton_choices import TritonChoice, autotunes_triton
     from tuner.kernels import KernelDatabase
     from tuner.keys import platform_from_parts
-    from tuner.lookup import Lookup
+    from tuner.lookup import Decision, Lookup, Tier
+    from tuner.lookup.backend import _triton_feed
     from tuner.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
@@ -195,7 +193,7 @@ def test_a_freezing_config_is_fed_under_the_key_its_trial_harvested(tmp_path: Pa
     import torch
 
     import tuner
-    import tuner.backend as backend
+    import tuner.lookup.backend as backend
     import tuner.inductor.triton_choices as triton_choices
     from helpers import MODELS
     from test_lookup import store_configs

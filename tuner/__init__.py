@@ -11,7 +11,7 @@ __all__ = ["__version__", "autotune", "compile", "install"]
 def __getattr__(name: str) -> Any:
     # `tuner.compile` and `tuner.install` load torch; `import tuner` (and the CLI) should not.
     if name in ("compile", "install"):
-        from tuner import api
+        from tuner.lookup import api
 
         return getattr(api, name)
     if name == "autotune":   # Triton loads only when a kernel is decorated

@@ -34,8 +34,7 @@ def add_explain_parser(subparsers: Any) -> None:
 def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
     import torch
 
-    from tuner.explanation import explain_graph, format_explanation
-    from tuner.lookup import Lookup, short
+    from tuner.lookup import Lookup, explain_graph, format_explanation, short
     from tuner.platform import current_platform
     from tuner.workload import TRAIN, capture_workload, load_model_file, loss_call, workload_name
 

@@ -40,18 +40,18 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short
 from tuner.errors import UsageError
-from tuner.explanation import Explanation, explain_graph, print_explanation
-from tuner.lookup import GraphLookup, Lookup, process_lookup
+from tuner.lookup.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short
+from tuner.lookup.explanation import Explanation, explain_graph, print_explanation
+from tuner.lookup.lookup import GraphLookup, Lookup, process_lookup
 from tuner.precision import FP32, split_option
 
 if TYPE_CHECKING:
     import torch.fx
 
-    from tuner.dispatch import Dispatcher
     from tuner.inductor import CompileConfig
     from tuner.keys import GraphFingerprint, Platform
+    from tuner.lookup.dispatch import Dispatcher
 
 log = logging.getLogger("tuner.lookup")
 
@@ -174,8 +174,8 @@ def _per_bucket(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequ
     None for a static graph or when no bucket binds (the graph is then a plain miss)."""
     import copy
 
-    from tuner.dispatch import Dispatcher, symbol_sites
     from tuner.inductor import make_backend
+    from tuner.lookup.dispatch import Dispatcher, symbol_sites
 
     sites = symbol_sites(fingerprint.code)
     buckets = lookup.bucket_decisions(fingerprint, platform) if sites else []

@@ -38,9 +38,9 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from tuner.backend import FreezingPlan, TunerBackend
 from tuner.inductor import CompileConfig, trace_context
-from tuner.lookup import Lookup
+from tuner.lookup.backend import FreezingPlan, TunerBackend
+from tuner.lookup.lookup import Lookup
 from tuner.precision import OPTION, get_precision, split_option
 from tuner.settings import Settings
 

@@ -249,7 +249,7 @@ def bucket_decisions(graph_key: str, platform: "Platform", code: str,
     bucket graph it is at fixed sizes (`tuner.dispatch.bind`), with that bucket's sizes by symbol:
     what the backend compiles a copy of the graph for and dispatches among. Empty when none binds.
     Raises SpaceError when a bucket's config does not validate."""
-    from tuner.dispatch import bind
+    from tuner.lookup.dispatch import bind
 
     found = []
     for name, graph, best in buckets:

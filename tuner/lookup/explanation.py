@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tuner.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short, unfrozen_label
 from tuner.errors import StorageError
+from tuner.lookup.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short, unfrozen_label
 from tuner.precision import FP32, opt_in_hint
 
 if TYPE_CHECKING:

@@ -27,9 +27,9 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from tuner.decision import (Decision, StoredElsewhere, Tier, bucket_decisions, decide_nearest_bucket, decide_tier,
-                            short)
 from tuner.errors import SpaceError, StorageError
+from tuner.lookup.decision import (Decision, StoredElsewhere, Tier, bucket_decisions, decide_nearest_bucket,
+                                   decide_tier, short)
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
