@@ -48,7 +48,8 @@ def search(table, path: Path, db: Path, *, platform, sampler: str, seed: int, no
            warm: bool = False, cost: bool = False, user: str = "bench"):
     """One search of `trials` on table `table` replayed from `path`, as measured on `platform`,
     into the database `db`: (its StudyInfo, its trials by number)."""
-    from tuner.search import Driver, SearchOptions, Target, open_study
+    from tuner.search import SearchOptions, Target
+    from tuner.search.driver import Driver, open_study
     from tuner.storage import Store
     from tuner.trial import MeasureSpec
     from tuner.workers.replay import ReplayExecutor
@@ -69,7 +70,7 @@ def search(table, path: Path, db: Path, *, platform, sampler: str, seed: int, no
 def prior_database(test, others, db: Path, *, noise: float) -> None:
     """Fill `db` with a PRIOR_SHARE search of each other table, stored as `test`'s workload on
     that table's platform, and its best trial as that platform's best config."""
-    from tuner.recording import RecordedTable
+    from tuner.search.recording import RecordedTable
     from tuner.storage import BestConfig, Store
 
     for other, path in others:
@@ -125,7 +126,7 @@ def verdict(arm: str, means: dict[str, list[float]], shares: list[float]) -> str
 
 def main(argv: list[str] | None = None) -> int:
     from tuner.cli.common import format_table
-    from tuner.recording import read_table
+    from tuner.search.recording import read_table
     from tuner.storage import ensure_schema
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

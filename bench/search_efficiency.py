@@ -57,7 +57,7 @@ def synthetic_table(seed: int):
     C++ wrapper crashes with the largest fusions. The defaults' objective is 1.0.
     """
     from tuner.keys import platform_from_parts
-    from tuner.recording import RecordedTable
+    from tuner.search.recording import RecordedTable
     from tuner.search_spaces import Knob, SearchSpace
     from tuner.trial import Measurement, Status
 
@@ -109,7 +109,8 @@ def _log_ratio(p: dict, effect: dict, slices: dict) -> float:
 def run_search(table, path: Path, empty_db: Path, *, sampler: str, seed: int, noise: float):
     """One search over the whole table (trials = its size), in a fresh copy of the empty database
     `empty_db` (the searches must not learn failures from each other): the trials, by number."""
-    from tuner.search import Driver, SearchOptions, open_study
+    from tuner.search import SearchOptions
+    from tuner.search.driver import Driver, open_study
     from tuner.storage import Store
     from tuner.trial import MeasureSpec
     from tuner.workers.replay import ReplayExecutor
@@ -202,8 +203,8 @@ def report(table, means: dict[str, list[float]], measured: dict[str, float], *, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tuner.recording import read_table
-    from tuner.samplers import SAMPLERS
+    from tuner.search.recording import read_table
+    from tuner.search.samplers import SAMPLERS
     from tuner.storage import ensure_schema
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

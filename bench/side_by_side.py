@@ -110,9 +110,10 @@ def tune(model: Path, *, trials: int, seed: int, db_url: str, executor: str) -> 
 
     Raises TunerError (and its kinds) as `run_search` does, or RuntimeError when the search
     stored no verdict (no trial ran correctly)."""
-    from tuner.pipeline import Execution, MeasureSpec, SearchOptions, prepare_target, run_search
+    from tuner.search import Execution, SearchOptions, prepare_target, run_search
     from tuner.settings import Settings
     from tuner.storage import Store
+    from tuner.trial import MeasureSpec
 
     start = time.monotonic()
     run_search(SearchOptions(MeasureSpec(str(model), seed=seed), trials=trials, seed=seed),

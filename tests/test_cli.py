@@ -134,7 +134,7 @@ def test_resume_without_an_earlier_search_says_so_after_naming_what_it_tunes(tmp
 
 @pytest.fixture(scope="module")
 def tiny_target():
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
 
     return prepare_target(TINY)
 

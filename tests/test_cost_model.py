@@ -15,10 +15,11 @@ import optuna
 import pytest
 
 from fixtures.sharing_data import workload
-from tuner.cost_model import PROPOSALS, CostModel, CostRanker
 from tuner.errors import UsageError
 from tuner.keys import platform_from_parts
-from tuner.search import Driver, SearchOptions, Target, open_study
+from tuner.search import SearchOptions, Target
+from tuner.search.cost_model import PROPOSALS, CostModel, CostRanker
+from tuner.search.driver import Driver, open_study
 from tuner.search_spaces import Knob, SearchSpace
 from tuner.storage import Store, TrialRecord, ensure_schema
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status

@@ -28,7 +28,7 @@ AT = datetime(2026, 5, 14, 9, 30, tzinfo=timezone.utc)
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory) -> str:
     """A database holding two studies of tiny_mlp on this platform: 3 trials, then 2."""
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
 
     target = prepare_target(TINY)
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'tuned.db'}"

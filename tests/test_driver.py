@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tuner.platform import Platform
-from tuner.search import Driver, SearchOptions, Target, open_study
+from tuner.search import SearchOptions, Target
+from tuner.search.driver import Driver, open_study
 from tuner.search_spaces import load_space
 from tuner.storage import Store, ensure_schema
 from tuner.trial import MeasureSpec, Measurement, Status

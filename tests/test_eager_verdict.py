@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from helpers import MODELS, cli_env
-from tuner.pipeline import Execution, MeasureSpec, SearchOptions, run_search
+from tuner.search import Execution, SearchOptions, run_search
 from tuner.settings import Settings
 from tuner.storage import Store
+from tuner.trial import MeasureSpec
 
 SMALL = MODELS / "small_matmuls.py"
 

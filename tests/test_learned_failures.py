@@ -14,7 +14,8 @@ import pytest
 from fixtures.sharing_data import platform, workload
 from helpers import run_main
 from tuner.errors import ExchangeError
-from tuner.search import Driver, SearchOptions, Target, open_study
+from tuner.search import SearchOptions, Target
+from tuner.search.driver import Driver, open_study
 from tuner.search_spaces import load_space
 from tuner.storage import (Store, TrialRecord, ensure_schema, export_file, failure_rules, import_file, merge,
                            refresh_rules, upgrade)

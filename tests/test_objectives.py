@@ -12,10 +12,11 @@ from sqlalchemy import inspect
 from fixtures import make_fixtures
 from helpers import MODELS, run_main
 from tuner.errors import UsageError
-from tuner.objectives import front, front_finalists, parse_objectives, pareto_front, preferred_order
-from tuner.pipeline import SearchEvents, tune
 from tuner.platform import Platform
-from tuner.search import Driver, SearchOptions, Target, open_study
+from tuner.search import SearchEvents, SearchOptions, Target, front, parse_objectives, preferred_order
+from tuner.search.driver import Driver, open_study
+from tuner.search.objectives import front_finalists, pareto_front
+from tuner.search.pipeline import tune
 from tuner.search_spaces import Knob, SearchSpace
 from tuner.storage import Store, TrialRecord, current_revision, downgrade, ensure_schema, upgrade
 from tuner.storage.engine import make_engine
@@ -216,7 +217,7 @@ def test_the_0006_fixture_reads_back_a_multi_objective_study(tmp_path: Path) -> 
 
 
 def test_best_prints_the_front_of_a_multi_objective_study(tmp_path: Path) -> None:
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
     from tuner.storage import BestConfig
 
     tiny = str(MODELS / "tiny_mlp.py")

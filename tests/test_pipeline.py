@@ -15,9 +15,11 @@ from fixtures import make_fixtures
 from fixtures.sharing_data import platform, workload
 from helpers import MODELS
 from tuner.errors import ModelFileError, SchemaOutdated, UsageError
-from tuner.pipeline import Execution, MeasureSpec, SearchOptions, Target, pick_platforms, run_search
+from tuner.search import Execution, SearchOptions, Target, run_search
+from tuner.search.pipeline import pick_platforms
 from tuner.search_spaces import load_space
 from tuner.settings import Settings
+from tuner.trial import MeasureSpec
 
 TINY = str(MODELS / "tiny_mlp.py")
 

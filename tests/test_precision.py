@@ -85,8 +85,9 @@ def test_tight_tolerance_rejects_and_loose_accepts(mode: str) -> None:
 
 @pytest.mark.slow
 def test_a_search_measures_and_records_the_precision(tmp_path: Path) -> None:
-    from tuner.pipeline import Execution, MeasureSpec, SearchOptions, run_search
+    from tuner.search import Execution, SearchOptions, run_search
     from tuner.settings import Settings
+    from tuner.trial import MeasureSpec
 
     space = tmp_path / "space.json"
     space.write_text(json.dumps({"name": "tiny", "knobs": [

@@ -12,8 +12,9 @@ from rich.console import Console
 
 from tuner.cli.progress import WIDTH, Progress
 from tuner.cli.search import SearchPrinter
-from tuner.recording import read_table
-from tuner.search import Driver, SearchOptions, open_study
+from tuner.search import SearchOptions
+from tuner.search.driver import Driver, open_study
+from tuner.search.recording import read_table
 from tuner.storage import Store, TrialRecord, ensure_schema
 from tuner.trial import MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor

@@ -9,8 +9,9 @@ import pytest
 
 from helpers import MODELS, run_main
 from tuner.errors import SpaceError
-from tuner.recording import MAX_POINTS, read_table
-from tuner.search import Driver, SearchOptions, open_study
+from tuner.search import SearchOptions
+from tuner.search.driver import Driver, open_study
+from tuner.search.recording import MAX_POINTS, read_table
 from tuner.search_spaces import Knob, SearchSpace, load_space
 from tuner.storage import Store, ensure_schema
 from tuner.trial import MeasureSpec, Status

@@ -58,7 +58,7 @@ def _measurement(status: Status, outcome: float | str) -> Measurement:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file holding one study of tiny_mlp here (TRIALS) and its kept config (BEST)."""
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
 
     target = prepare_target(TINY)
     path = tmp_path_factory.mktemp("recorded") / "tuned.db"

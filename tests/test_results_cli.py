@@ -19,7 +19,7 @@ AT = datetime(2026, 5, 14, 9, 30, tzinfo=timezone.utc)
 
 @pytest.fixture(scope="module")
 def tiny_target():
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
 
     return prepare_target(TINY)
 

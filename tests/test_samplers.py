@@ -14,8 +14,9 @@ import pytest
 from helpers import run_main
 from tuner.errors import UsageError
 from tuner.platform import Platform
-from tuner.samplers import SAMPLERS, grid_values, make_sampler
-from tuner.search import Driver, SearchOptions, SearchOutcome, Target, open_study
+from tuner.search import SearchOptions, SearchOutcome, Target
+from tuner.search.driver import Driver, open_study
+from tuner.search.samplers import SAMPLERS, grid_values, make_sampler
 from tuner.search_spaces import Knob, SearchSpace, load_space
 from tuner.storage import Store, ensure_schema
 from tuner.trial import MeasureSpec, Measurement, Status

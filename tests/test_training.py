@@ -114,9 +114,8 @@ def test_precision_with_train_mode_is_a_usage_error() -> None:
 
 def test_shape_buckets_of_a_training_step_are_training_workloads_per_bucket() -> None:
     """--shapes with --mode train: each bucket's target is its training step at that size."""
-    from tuner.buckets import check_buckets
-    from tuner.pipeline import prepare_target
-    from tuner.search import SearchOptions
+    from tuner.search import SearchOptions, prepare_target
+    from tuner.search.buckets import check_buckets
     from tuner.trial import MeasureSpec
     from tuner.workload import parse_shapes
 

@@ -11,9 +11,9 @@ import random
 import pytest
 
 from tuner.keys import GraphFingerprint, Workload, platform_from_parts
+from tuner.search.verdict import Finalist, best_configs, conclude, pick_finalists
 from tuner.storage import StudyInfo, TrialRecord
 from tuner.trial import DEFAULT, EAGER, Candidate, MeasureSpec, Measurement, Status
-from tuner.verdict import Finalist, best_configs, conclude, pick_finalists
 from tuner.workers.replay import EAGER_KEY, ReplayExecutor
 
 SPEC = MeasureSpec("model.py")

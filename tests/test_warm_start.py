@@ -14,8 +14,9 @@ import pytest
 from fixtures.sharing_data import best, seed, workload
 from tuner.cli.search import warm_start_lines
 from tuner.keys import platform_from_parts
-from tuner.priors import first_candidates
-from tuner.search import Driver, SearchOptions, Target, open_study
+from tuner.search import SearchOptions, Target
+from tuner.search.driver import Driver, open_study
+from tuner.search.priors import first_candidates
 from tuner.search_spaces import load_space
 from tuner.storage import Store, ensure_schema
 from tuner.trial import MeasureSpec, Measurement, Status

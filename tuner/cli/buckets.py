@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 from tuner.cli.common import format_table
 
 if TYPE_CHECKING:
-    from tuner.buckets import BucketSearch
-    from tuner.pipeline import Execution, SearchEvents, SearchOptions, SearchResult
+    from tuner.search import BucketSearch, Execution, SearchEvents, SearchOptions, SearchResult
     from tuner.settings import Settings
 
 
@@ -15,7 +14,7 @@ def search_buckets(options: SearchOptions, shapes: str, *, execution: Execution,
                    events: SearchEvents) -> list[SearchResult]:
     """Parse `shapes` (UsageError), search each bucket (`tuner.buckets.run_bucket_search`; each
     bucket's summary comes through `events`), print the weighted table, return every result."""
-    from tuner.buckets import run_bucket_search
+    from tuner.search import run_bucket_search
     from tuner.workload import parse_shapes
 
     search = run_bucket_search(options, parse_shapes(shapes), execution=execution, settings=settings, events=events)

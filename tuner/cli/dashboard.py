@@ -44,7 +44,7 @@ def add_dashboard_parser(subparsers: Any) -> None:
 
 
 def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
     from tuner.storage import Store
 
     if not args.export_only and not _dashboard_installed():

@@ -39,7 +39,7 @@ def cmd_record_space(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.cli.progress import Progress
     from tuner.cli.summary import speedup_text
     from tuner.errors import UsageError
-    from tuner.recording import plan_recording, record
+    from tuner.search import plan_recording, record
     from tuner.trial import MeasureSpec
     from tuner.workers import get_executor
 

@@ -33,8 +33,8 @@ def add_report_parser(subparsers: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from tuner.pipeline import prepare_target
     from tuner.report import load_report_data, profile_best, write_report
+    from tuner.search import prepare_target
     from tuner.storage import Store
 
     out = Path(args.out)

@@ -46,7 +46,7 @@ def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _best(args: argparse.Namespace, settings: Settings, shape: tuple[tuple[str, int], ...]) -> int:
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
     from tuner.storage import Store
 
     target = prepare_target(args.model, mode=args.mode, shape=shape)
@@ -68,7 +68,7 @@ def _best(args: argparse.Namespace, settings: Settings, shape: tuple[tuple[str, 
 def front_text(study: "StudyInfo", records: "list[TrialRecord]") -> str:
     """The Pareto front of a study's ok trials on its objectives, best on its preference first:
     trial number, latency ratio to the defaults, peak MB, compile s and knobs (`tuner.objectives`)."""
-    from tuner.objectives import front, preferred_order
+    from tuner.search import front, preferred_order
 
     points = preferred_order(front(records, study.objectives), study.objectives, study.prefer)
     ok = sum(1 for r in records if r.measurement.ok)
@@ -100,7 +100,7 @@ def _indent(text: str) -> str:
 
 def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
     """Every stored trial, or with --shapes those of each bucket (exit 1 when no bucket has any)."""
-    from tuner.pipeline import prepare_target
+    from tuner.search import prepare_target
     from tuner.storage import Store
     from tuner.workload import shape_label
 

@@ -11,8 +11,7 @@ from tuner.settings import Settings
 if TYPE_CHECKING:
     from tuner.cli.progress import Progress
     from tuner.kernels import KernelLaunch
-    from tuner.pipeline import SearchInterrupted, SearchResult, Target
-    from tuner.search import SearchOutcome
+    from tuner.search import SearchInterrupted, SearchOutcome, SearchResult, Target
     from tuner.storage import StudyInfo, TrialRecord
 
 
@@ -71,10 +70,9 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when every platform's search stored a verdict, 1 when one had no correct trial.
     Interrupted (SearchInterrupted), it prints the summary of what finished and lets the
     interrupt go on to `tuner.cli.main` (exit 130)."""
-    from tuner.objectives import parse_objectives, pruning_notice
-    from tuner.pipeline import Execution, SearchInterrupted, run_search
     from tuner.precision import parse_precisions
-    from tuner.search import SearchOptions
+    from tuner.search import (Execution, SearchInterrupted, SearchOptions, parse_objectives, pruning_notice,
+                              run_search)
     from tuner.trial import MeasureSpec, parse_size_mb
 
     # Flags first, then the environment's settings; the options check themselves (UsageError).

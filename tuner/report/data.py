@@ -105,7 +105,7 @@ def pareto_points(trials: tuple[TrialRecord, ...], objectives: tuple[str, ...]
                   ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """(every ok trial, the Pareto front on all `objectives`) as points of the first two
     objectives' values (`tuner.objectives`); both empty for fewer than two objectives."""
-    from tuner.objectives import front, objective_values
+    from tuner.search import front, objective_values
 
     if len(objectives) < 2:
         return [], []

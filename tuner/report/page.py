@@ -120,7 +120,7 @@ def _latencies(data: ReportData) -> _Section:
 
 def _pareto(data: ReportData) -> list[_Section]:
     """The Pareto section, for a study of several objectives only; none otherwise."""
-    from tuner.objectives import OBJECTIVES
+    from tuner.search import OBJECTIVES
 
     objectives = data.study.objectives if data.study is not None else ()
     if len(objectives) < 2:

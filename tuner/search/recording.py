@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from tuner.errors import TunerError, UsageError
 from tuner.keys import Platform, Workload, platform_from_parts
-from tuner.search import Target
+from tuner.search.driver import Target
 from tuner.search_spaces import MAX_RECORDED_POINTS, Knob, SearchSpace
 from tuner.storage import TrialRecord
 from tuner.trial import Candidate, MeasureSpec, Measurement, TrialRequest
@@ -129,7 +129,7 @@ def plan_recording(spec: MeasureSpec, *, space_path: str, limit: int = MAX_POINT
     Raises ModelFileError or SpaceError as a search would, and UsageError, before anything is
     measured, when the space has more than `limit` points.
     """
-    from tuner.pipeline import prepare_target
+    from tuner.search.pipeline import prepare_target
 
     target = prepare_target(spec.model_path, space_path=space_path, threads=spec.threads, seed=spec.seed)
     points = target.space.points(limit)

@@ -22,13 +22,13 @@ from typing import Any, Callable, Iterator
 
 import optuna
 
-from tuner.cost_model import PROPOSALS, CostRanker
 from tuner.errors import SpaceError, UsageError
-from tuner.objectives import LATENCY_ONLY, check_objectives, objective_values
 from tuner.platform import Platform
 from tuner.precision import check_tolerance
-from tuner.priors import LearnedFailures, first_candidates
-from tuner.samplers import SAMPLERS, check_sampler, make_sampler
+from tuner.search.cost_model import PROPOSALS, CostRanker
+from tuner.search.objectives import LATENCY_ONLY, check_objectives, objective_values
+from tuner.search.priors import LearnedFailures, first_candidates
+from tuner.search.samplers import SAMPLERS, check_sampler, make_sampler
 from tuner.search_spaces import SearchSpace
 from tuner.storage import Store, StudyInfo, TrialRecord
 from tuner.trial import (MIN_MB, Candidate, MeasureSpec, Measurement, PruneHistory, Status, TrialRequest,

@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tuner.errors import ModelFileError
-from tuner.pipeline import Execution, SearchEvents, SearchOptions, SearchResult, run_search
+from tuner.search.pipeline import Execution, SearchEvents, SearchOptions, SearchResult, run_search
 from tuner.trial import DEFAULT, EAGER, halves
 from tuner.workload import Bucket, ShapeBuckets, weighted
 
 if TYPE_CHECKING:
+    from tuner.search.verdict import Verdict
     from tuner.settings import Settings
-    from tuner.verdict import Verdict
 
 __all__ = ["BucketResult", "BucketSearch", "bucket_latency", "check_buckets", "run_bucket_search"]
 

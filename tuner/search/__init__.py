@@ -1,0 +1,71 @@
+"""The driver: a search from the model file to the stored verdict, on the driver's side.
+
+`run_search(options, *, execution, settings, events)` is the one owner of a search: it prepares
+the `Target`, opens the store, builds the executor, asks Optuna for candidates and tells it each
+`Measurement` (the driver, `driver.py`; samplers, warm starts and learned failures, the cost
+model, objectives), confirms the finalists and stores the verdict (`verdict.py`), returning one
+`SearchResult` per platform. `run_bucket_search` runs one per shape bucket; `record` measures
+every point of a small space for replay. It reaches measurement only through an `Executor`.
+Names load on first use: Optuna and numpy load only when a search does.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner.search.buckets import BucketSearch, run_bucket_search
+    from tuner.search.driver import SearchInterrupted, SearchOptions, SearchOutcome, Target
+    from tuner.search.objectives import (OBJECTIVES, front, objective_values, parse_objectives, preferred_order,
+                                         pruning_notice)
+    from tuner.search.pipeline import Execution, SearchEvents, SearchResult, prepare_target, run_search
+    from tuner.search.recording import plan_recording, record
+    from tuner.search.verdict import Verdict, measured_speedup
+    from tuner.trial import MeasureSpec
+
+# name -> the module that defines it, imported when the name is first used
+_LAZY = {
+    "BucketSearch": "tuner.search.buckets", "run_bucket_search": "tuner.search.buckets",
+    "SearchInterrupted": "tuner.search.driver", "SearchOptions": "tuner.search.driver",
+    "SearchOutcome": "tuner.search.driver", "Target": "tuner.search.driver",
+    "OBJECTIVES": "tuner.search.objectives", "front": "tuner.search.objectives",
+    "objective_values": "tuner.search.objectives", "parse_objectives": "tuner.search.objectives",
+    "preferred_order": "tuner.search.objectives", "pruning_notice": "tuner.search.objectives",
+    "Execution": "tuner.search.pipeline", "SearchEvents": "tuner.search.pipeline",
+    "SearchResult": "tuner.search.pipeline", "prepare_target": "tuner.search.pipeline",
+    "run_search": "tuner.search.pipeline",
+    "plan_recording": "tuner.search.recording", "record": "tuner.search.recording",
+    "Verdict": "tuner.search.verdict", "measured_speedup": "tuner.search.verdict",
+    "MeasureSpec": "tuner.trial",
+}
+
+__all__ = [
+    "OBJECTIVES",
+    "BucketSearch",
+    "Execution",
+    "MeasureSpec",
+    "SearchEvents",
+    "SearchInterrupted",
+    "SearchOptions",
+    "SearchOutcome",
+    "SearchResult",
+    "Target",
+    "Verdict",
+    "front",
+    "measured_speedup",
+    "objective_values",
+    "parse_objectives",
+    "plan_recording",
+    "prepare_target",
+    "preferred_order",
+    "pruning_notice",
+    "record",
+    "run_bucket_search",
+    "run_search",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tuner.search' has no attribute {name!r}")
