@@ -61,17 +61,6 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 EXACT = ("tuner", "tuner.__main__", "tuner.pipeline")
 
-# Flat modules of tuner/ not yet moved into their subpackage (docs/architecture.md, "Layout"):
-# on no floor until they move. Empty, and then deleted, once the move is done.
-TRANSITIONAL = ("tuner.api", "tuner.backend", "tuner.buckets", "tuner.confirm",
-                "tuner.cost_model", "tuner.decision", "tuner.dispatch", "tuner.explanation",
-                "tuner.kernel_db",
-                "tuner.kernel_space",
-                "tuner.node_lock", "tuner.objectives",
-                "tuner.priors", "tuner.recording", "tuner.samplers", "tuner.shapes",
-                "tuner.study_export", "tuner.training",
-                "tuner.verdict")
-
 # Imports the floors would allow but the design forbids: the executors start trial processes and
 # never run the compile-time lookup or the Dynamo capture themselves.
 NEVER: dict[str, tuple[str, ...]] = {"tuner.workers": ("tuner.lookup", "tuner.workload")}
@@ -256,7 +245,7 @@ def floor_of(unit: str) -> int:
 def floor_problems(graph: dict[str, dict[str, str]]) -> list[str]:
     """Imports of a sibling unit or a higher floor, NEVER rules, and modules on no floor."""
     problems = [f"floor: {name} belongs to no unit of FLOORS (add it to a floor)"
-                for name in sorted(graph) if unit_of(name) is None and name not in TRANSITIONAL]
+                for name in sorted(graph) if unit_of(name) is None]
     for source, targets in sorted(graph.items()):
         unit = unit_of(source)
         if unit is None:

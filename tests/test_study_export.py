@@ -10,8 +10,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from tuner.report import optuna_study
+from tuner.report.study_export import OBJECTIVE_NAME, knob_distributions
 from tuner.storage import TrialRecord
-from tuner.study_export import OBJECTIVE_NAME, knob_distributions, optuna_study
 from tuner.trial import Measurement, Status
 
 AT = datetime(2026, 5, 14, 9, 30, tzinfo=timezone.utc)

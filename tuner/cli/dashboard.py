@@ -117,7 +117,7 @@ def write_journal(rows: "list[tuple[StudyInfo, TrialRecord]]", journal: Path, *,
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    from tuner.study_export import optuna_study
+    from tuner.report import optuna_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     partial = journal.with_name(f".{journal.name}.{os.getpid()}.partial")

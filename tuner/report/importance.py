@@ -41,7 +41,7 @@ def parameter_importances(trials: tuple[TrialRecord, ...], *, name: str) -> Impo
     import optuna
     from optuna.trial import TrialState
 
-    from tuner.study_export import optuna_study
+    from tuner.report.study_export import optuna_study
 
     ok = sum(1 for r in trials if r.measurement.objective is not None)
     if ok < MIN_OK_TRIALS:
