@@ -3,7 +3,7 @@
 Reads the job JSON, runs it, writes the result JSON. Only `run_trial` (under the spec's
 `--memory-limit`, when it has one) and `run_confirmation` run here; neither touches the database
 except through `MeasureSpec.kernel_db` (the model's `@tuner.autotune` kernels, and the GEMM
-choices a verified compile autotuned: `tuner.gemm_choices`).
+choices a verified compile autotuned: `tuner.inductor.gemm_choices`).
 """
 from __future__ import annotations
 
@@ -44,11 +44,12 @@ def run_trial_job(payload: dict) -> dict:
 
         from tuner.workers.isolation import LOADED
         print(LOADED, file=sys.stderr, flush=True)      # a death before this line is the cap's (isolation.py)
-    except (MemoryError, SystemError):
+    except (MemoryError, SystemError, RuntimeError) as exc:
         # Under a cap, an allocation that fails inside an extension module while torch loads surfaces
-        # as MemoryError or, where the C code sets no exception, "SystemError: error return without
-        # exception set" (both seen here with --memory-limit 150M).
-        if limit is None:
+        # as MemoryError, as "SystemError: error return without exception set" where the C code sets
+        # no exception, or as "RuntimeError: std::bad_alloc" from C++ (all seen here with
+        # --memory-limit 150M).
+        if limit is None or (isinstance(exc, RuntimeError) and "bad_alloc" not in str(exc)):
             raise
         return Measurement.failed(Status.CRASHED, f"{exceeded(limit)} while importing torch; "
                                                   f"raise --memory-limit").to_json()
