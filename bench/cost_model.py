@@ -8,10 +8,10 @@ database a search starts from holds what earlier searches of THE SAME WORKLOAD O
 PLATFORMS left: for every other table O, a TPE search of PRIOR_SHARE of O's points (seed
 PRIOR_SEED, noisy as the runs) stored as T's workload on O's platform, with its best trial kept
 as that platform's best config. That is the scenario both priors use: warm starts enqueue those
-best configs (`tuner.priors`), the cost model learns from every stored trial (`tuner.cost_model`).
+best configs (`tuner.search.priors`), the cost model learns from every stored trial (`tuner.search.cost_model`).
 The test table's own platform holds nothing.
 
-Then, per arm and seed, the product's search (`tuner.search.Driver` on a `ReplayExecutor` of T,
+Then, per arm and seed, the product's search (`tuner.search.driver.Driver` on a `ReplayExecutor` of T,
 a fresh copy of that database per search), as recorded and with injected lognormal noise, for
 the arms (`--arms`): tpe; tpe + warm starts; tpe + cost model; tpe + both; random; random + cost
 model; and, on request, tpe + cost model (empty db), which learns from the search's own trials only.

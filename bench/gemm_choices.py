@@ -5,14 +5,14 @@ the harvested GEMM choices saves at compile time.
 
 Per model (bench/models/gpt2.py, bert.py), two fresh processes:
 
-1. Side by side (`side_by_side.measure`, i.e. `tuner.confirm.run_confirmation`: paired,
+1. Side by side (`side_by_side.measure`, i.e. `tuner.measure.run_confirmation`: paired,
    interleaved, shuffled rounds in one process): the default compile, freezing, freezing +
    max_autotune, and freezing + max_autotune + the `cpp.gemm_*` knobs below. Prints the median
    latency, the paired speedup over the default compile, and each variant's compile seconds.
    The trial process harvests the GEMMs Inductor autotunes into a fresh SQLite file
    (`MeasureSpec.kernel_db`), as a `tuner search` trial does.
 2. Compile seconds with and without the harvested choices: one process compiles freezing +
-   max_autotune four times, alternating without and with `tuner.gemm_choices.feeding` (the lookup's
+   max_autotune four times, alternating without and with `tuner.inductor.gemm_choices.feeding` (the lookup's
    feed), each on a fresh load of the model, Inductor's own autotune cache off (as on a machine
    that has not compiled the model before); prints per compile its seconds, the GEMMs Inductor
    autotuned (its own counter), the largest difference to the first compile's output and, when

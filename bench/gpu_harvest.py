@@ -3,7 +3,7 @@
 Process A (the check's process) prepares the small transformer stack with `max_autotune` through
 `tuner.measure.prepare`, the trial's own path: Inductor autotunes its GEMMs (Triton templates
 against cuBLAS) and benchmarks its generated Triton kernels' tile configs, and tuner harvests both
-into a SQLite file (`tuner.gemm_choices`, `tuner.triton_choices`). The check then stores that
+into a SQLite file (`tuner.inductor.gemm_choices`, `tuner.inductor.triton_choices`). The check then stores that
 config as each graph's best, so a lookup applies it (placeholder evidence, user "gpu_check": this
 database exists for the check only and none of its figures are reported).
 
@@ -28,8 +28,8 @@ import numpy as np
 import torch, torch._inductor.config
 from torch._dynamo.utils import counters
 import tuner
-from tuner import triton_choices
-from tuner.modelfile import flatten_outputs, load_model_file
+from tuner.inductor import triton_choices
+from tuner.workload import flatten_outputs, load_model_file
 
 torch._inductor.config.autotune_local_cache = False      # only tuner's database may answer
 logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")

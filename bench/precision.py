@@ -2,7 +2,7 @@
 
     python bench/precision.py [--rounds 15] [--models mlp,transformer,convnet]
 
-One process; each model is compiled once per mode through `tuner.compiler` (the path trials
+One process; each model is compiled once per mode through `tuner.inductor.compiler` (the path trials
 and lookup share), then timed in interleaved rounds, shuffled per round; the speedup is the
 median of per-round ratios fp32/mode, with the interquartile range of those ratios. The error
 is `tuner.precision.relative_error` against fp32 eager on the file's inputs. Keep it short

@@ -3,9 +3,9 @@
     python bench/reproducibility.py [--model examples/mlp.py] [--trials 12] [--rounds 15]
                                     [--executor local|ray] [--seed 0] [--timeout 3600]
 
-Runs the same search twice (`tuner.pipeline.run_search`, the same options, two fresh SQLite
+Runs the same search twice (`tuner.search.run_search`, the same options, two fresh SQLite
 files), then measures in ONE fresh process, paired, interleaved and shuffled per round
-(`tuner.confirm.run_confirmation`): eager, the default compile, winner A and winner B (each as
+(`tuner.measure.run_confirmation`): eager, the default compile, winner A and winner B (each as
 stored: eager, defaults or its knobs). Prints whether the same config won (and both configs),
 and for each winner the speedup it claims over the default compile (what its search stored)
 against the one re-measured here, each with its interval, and the gap in percent; with the

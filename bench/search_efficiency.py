@@ -6,9 +6,9 @@
 On recorded spaces (tables of `tuner record-space`: every point measured once, for real) and on
 SYNTHETIC tables generated here from a seed (knob effects, interactions and failing regions over
 288 points of real CPU knob names; no measurement behind them), it runs the product's search:
-`tuner.search.Driver` on a `ReplayExecutor` that answers from the table, with a fresh SQLite
+`tuner.search.driver.Driver` on a `ReplayExecutor` that answers from the table, with a fresh SQLite
 store per search (searches must not learn failures from one another), for each sampler of
-`tuner.samplers.SAMPLERS` and each seed, once as recorded and once with injected noise (the
+`tuner.search.samplers.SAMPLERS` and each seed, once as recorded and once with injected noise (the
 replay multiplies each answer by a seeded lognormal factor, sigma `--noise`), with the product's
 defaults otherwise (pruner, learned failures).
 

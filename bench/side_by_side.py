@@ -4,7 +4,7 @@ measure variants side by side in one fresh process.
 Used by bench/tuned_vs_builtin.py and bench/reproducibility.py (not a script of its own,
 except as the measuring child: `python bench/side_by_side.py JOB.json RESULT.json`).
 
-The measuring child runs `tuner.confirm.run_confirmation` (every variant compiled and
+The measuring child runs `tuner.measure.run_confirmation` (every variant compiled and
 checked against eager, then timed once per round in shuffled order). When asked, it also
 counts the model's FLOPs per call on eager (`torch.utils.flop_counter.FlopCounterMode`) and
 measures the machine's GEMM ceiling: a square matmul in the model's dtype, GFLOP/s as the
@@ -169,7 +169,7 @@ def measure(request: ConfirmRequest, *, ceiling: bool, timeout_s: float) -> Meas
 
 
 def interval(values: tuple[float, ...] | list[float]) -> tuple[float, float, float]:
-    """Median and its order-statistic interval (tuner.confirm.median_interval)."""
+    """Median and its order-statistic interval (tuner.trial.median_interval)."""
     from tuner.trial import median_interval
 
     low, high = median_interval(list(values))

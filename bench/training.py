@@ -6,7 +6,7 @@ One process. Each variant loads the model file afresh under the same seed (ident
 builds the file's optimizer and is prepared through `tuner.measure.prepare_training`, the path
 `tuner search --mode train` trials take (a variant whose loss or gradients differ from eager is
 reported as rejected). Then the variants' whole steps (zero_grad, forward, loss, backward,
-optimizer step) are timed in interleaved, shuffled rounds (`tuner.timing.interleaved_rounds`);
+optimizer step) are timed in interleaved, shuffled rounds (`tuner.trial.interleaved_rounds`);
 the speedup is the median of per-round ratios default/variant with its interval. The error
 column is the largest norm-wise relative error of any parameter's gradient after one step,
 against eager (`tuner.precision.relative_error`). With `--db`, the config stored there for the

@@ -3,9 +3,9 @@
     python bench/tuned_vs_builtin.py [--trials 8] [--models mlp,gpt2,...] [--rounds 15] [--db URL]
                                      [--executor local|ray] [--seed 0] [--timeout 3600]
 
-For each model it tunes (`tuner.pipeline.run_search`, into a fresh SQLite file in a temporary
+For each model it tunes (`tuner.search.run_search`, into a fresh SQLite file in a temporary
 folder unless --db), reads the stored verdict, then measures in ONE fresh process, paired,
-interleaved and shuffled per round (`tuner.confirm.run_confirmation`): eager, the default
+interleaved and shuffled per round (`tuner.measure.run_confirmation`): eager, the default
 compile, each built-in mode (`max-autotune-no-cudagraphs`, `max-autotune`, `reduce-overhead`;
 on CPU the last two run, cudagraphs simply do not apply) and "tuned", the stored verdict
 (eager, defaults or its knobs; beside a freezing winner also what `backend="tuner"` applies).

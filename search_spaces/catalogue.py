@@ -4,7 +4,7 @@ The allow-list is the union of the CPU and CUDA tables (unsafe and training-only
 included, the special names `mode` and `freezing` among them) plus `precision` (`PRECISION`,
 every mode of `tuner.precision`), which joins a space only through `load_space(precision=...)`. It is applied when lookup reads
 a stored config, when an exchange file is imported, when a user space file is loaded,
-and by `tuner.compiler.compile_config`. Nothing outside it reaches Inductor.
+and by `tuner.inductor.compiler.compile_config`. Nothing outside it reaches Inductor.
 """
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def validate_params(params: Mapping[str, Any]) -> None:
     Raises SpaceError (one line, first problem found) for a knob name tuner does not
     know, a value of the wrong type, or a value outside the knob's range or choices.
     Returns None when every entry is allowed. Does not check the installed torch:
-    `tuner.compiler.compile_config` does that.
+    `tuner.inductor.compiler.compile_config` does that.
     """
     if not isinstance(params, Mapping):
         raise SpaceError(f"knob params must be a mapping of name to value, got {type(params).__name__}")

@@ -28,7 +28,7 @@ from tuner.trial import Candidate
 
 SPACE_FORMAT = 1
 # The most points `tuner record-space` measures (about an hour of trials on a small CPU model):
-# beyond it a search is the tool. Here, not in tuner.recording, so the CLI's help can say it
+# beyond it a search is the tool. Here, not in tuner.search.recording, so the CLI's help can say it
 # without importing the search.
 MAX_RECORDED_POINTS = 256
 

@@ -25,7 +25,7 @@ class StudyInfo:
     tuner_version: str = ""
     torch_version: str = ""          # the study's platform's torch and triton (its trials' too)
     triton_version: str = ""
-    objectives: tuple[str, ...] = ("latency",)   # what the study minimised (tuner.objectives)
+    objectives: tuple[str, ...] = ("latency",)   # what the study minimised (tuner.search.objectives)
     prefer: str = "latency"          # the objective that picked its stored operating point
 
 

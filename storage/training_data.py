@@ -1,4 +1,4 @@
-"""Every stored trial of a device as a labelled example, for the cost model (`tuner.cost_model`).
+"""Every stored trial of a device as a labelled example, for the cost model (`tuner.search.cost_model`).
 
 A trial is knob values (its Candidate params) measured on one workload and platform; the cost
 model encodes the params against the space being searched and weighs each example by how

@@ -1,6 +1,6 @@
 """Stored best configs a new search may start from (warm starts), read through a Store.
 
-`tuner.priors` chooses among them: the configs of the same workload on other platforms,
+`tuner.search.priors` chooses among them: the configs of the same workload on other platforms,
 and those of the nearest other workloads on this platform. A default-is-best or eager
 verdict carries no knobs to try, so neither is returned. Every function runs in one
 `Store.session_scope()` and returns frozen records.

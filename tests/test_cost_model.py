@@ -1,4 +1,4 @@
-"""The learned cost model (tuner.cost_model) and the driver's ranking with `--cost-model`.
+"""The learned cost model (tuner.search.cost_model) and the driver's ranking with `--cost-model`.
 
 A replay table with a known structure (freezing pays only with the C++ wrapper), real SQLite,
 the real driver and Optuna; no compiles.

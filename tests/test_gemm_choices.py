@@ -43,7 +43,7 @@ PROGRAM = textwrap.dedent('''
     import torch._inductor.config
     from torch._dynamo.utils import counters
     import tuner
-    from tuner.modelfile import load_model_file
+    from tuner.workload import load_model_file
     from tuner.platform import current_platform
 
     import torch._inductor.compile_fx, torch._inductor.select_algorithm, tuner.storage   # noqa: E401

@@ -1,6 +1,6 @@
 """`tuner search` discovers the model's `@tuner.autotune` kernels and tunes them in its database.
 
-In process: `tuner.kernel_discovery.discover_kernels` on kernels of tests/autotune_kernels.py,
+In process: `tuner.kernels.discover_kernels` on kernels of tests/autotune_kernels.py,
 defined under Triton's interpreter. Through the CLI: real searches of
 tests/models/autotuned_kernel.py (its forward launches one tuned kernel), with
 TRITON_INTERPRET=1 in the search's environment (its trial processes inherit it), on a fresh

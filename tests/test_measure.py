@@ -74,8 +74,8 @@ def test_prepare_verifies_eager_and_rejects_a_first_call_that_fails(tmp_path: Pa
 RECOMPILE_CHECK = """
 import json, sys
 import torch._dynamo.utils as utils
-from tuner.confirm import ConfirmRequest, run_confirmation
-from tuner.trial import MeasureSpec
+from tuner.measure import run_confirmation
+from tuner.trial import ConfirmRequest, MeasureSpec
 variants = tuple((f"v{i}", (("max_fusion_size", 8 + i),)) for i in range(10))
 result = run_confirmation(ConfirmRequest(spec=MeasureSpec(sys.argv[1]), variants=variants, rounds=2,
                                          samples_per_round=1))

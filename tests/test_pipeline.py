@@ -1,4 +1,4 @@
-"""`tuner.pipeline.run_search` from Python: the one owner of a search, without the CLI.
+"""`tuner.search.run_search` from Python: the one owner of a search, without the CLI.
 
 What stops a search before any trial runs is checked here without a search; one real search
 (slow) runs the README's example and checks the events and results it hands back.

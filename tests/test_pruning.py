@@ -1,4 +1,4 @@
-"""Pruning (tuner/pruning.py): the round-by-round decision on hand-made histories, the rounds
+"""Pruning (tuner/trial/pruning.py): the round-by-round decision on hand-made histories, the rounds
 protocol stopping on it, the replay executor honouring it (with and without noise) on a table
 with a known answer, the driver's bookkeeping, and one real trial that is pruned."""
 from __future__ import annotations

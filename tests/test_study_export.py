@@ -1,4 +1,4 @@
-"""`tuner.study_export.optuna_study`: stored trial records become an Optuna study that Optuna's
+"""`tuner.report.optuna_study`: stored trial records become an Optuna study that Optuna's
 own analysis (parameter importances) and storages (a journal file) accept."""
 from __future__ import annotations
 

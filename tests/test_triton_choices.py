@@ -1,5 +1,5 @@
 """Inductor's generated Triton kernels: the tile config each settled on, harvested, stored and fed
-back through Inductor's `autotune_lookup_table` (tuner.triton_choices).
+back through Inductor's `autotune_lookup_table` (tuner.inductor.triton_choices).
 
 There is no GPU here, so the autotuning is replayed: the kernel is the one in
 tests/fixtures/inductor_kernels (as Inductor writes it for CUDA under max_autotune), built by

@@ -1,5 +1,5 @@
 """The verdict after a search, on the replay executor: recorded confirmation rounds with a
-known answer go through `tuner.verdict.conclude` exactly as a real confirmation would.
+known answer go through `tuner.search.verdict.conclude` exactly as a real confirmation would.
 
 Rounds are made like a noisy machine's: every variant of round i shares that round's drift
 (up to ±25%), and each has its own jitter of about 1%, so only paired ratios are reliable.

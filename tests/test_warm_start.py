@@ -1,5 +1,5 @@
 """Warm starts: stored best configs of the same workload elsewhere and of the nearest workloads
-here are the first candidates after the seeds, in the documented order (tuner.priors).
+here are the first candidates after the seeds, in the documented order (tuner.search.priors).
 
 Replay executor and SQLite: no compiles.
 """

@@ -1,7 +1,7 @@
 """Precision modes: the opt-in `precision` knob (`tuner search --precision`), applied per graph.
 
 `PRECISIONS` is the registry (a literal dict). A mode is applied by the one compile
-implementation (`tuner.compiler.make_backend`), per graph, so a trial measures exactly what
+implementation (`tuner.inductor.compiler.make_backend`), per graph, so a trial measures exactly what
 lookup later applies:
 
 - `fp32`: nothing changes (the default; a candidate never stores it).

@@ -3,7 +3,7 @@
 The task still measures in a fresh, spawned process with a deadline (`run_isolated`);
 Ray only chooses the node, carries the request there and the Measurement back.
 Trials compile in parallel; timings never overlap on a node, because every trial process
-takes that node's measure lock (`tuner/node_lock.py`) around its timed section.
+takes that node's measure lock (`tuner/measure/node_lock.py`) around its timed section.
 
 Faults become Measurements here, the Ray side of the measurement boundary:
 - the Ray worker process dies (segfault, `os._exit`, OOM kill) -> CRASHED; Ray starts a

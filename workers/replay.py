@@ -3,7 +3,7 @@
 For what cannot run here (a GPU): measurements recorded on real hardware replay through
 the same driver, so search logic (ask/tell, dedupe, resume, capacity) is tested without
 the device. A candidate with no recording comes back as a runtime error saying so.
-It honours pruning as the real trial process does (`tuner.pruning`), and can add noise, so a
+It honours pruning as the real trial process does (`tuner.trial.pruning`), and can add noise, so a
 search's robustness to both is tested on tables with a known answer.
 """
 from __future__ import annotations

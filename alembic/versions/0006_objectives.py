@@ -5,7 +5,7 @@ Revises: 0005_failure_rules
 Create Date: 2026-05-18
 
 - studies.objectives: the names the study minimised, comma-separated, in `--objective` order
-  (tuner.objectives: latency, memory, compile_time); "latency" for existing rows, which is
+  (tuner.search.objectives: latency, memory, compile_time); "latency" for existing rows, which is
   what every earlier study minimised.
 - studies.prefer: the objective that picked the operating point confirmed and stored
   (`--prefer`); "latency" for existing rows.

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 def search_buckets(options: SearchOptions, shapes: str, *, execution: Execution, settings: Settings,
                    events: SearchEvents) -> list[SearchResult]:
-    """Parse `shapes` (UsageError), search each bucket (`tuner.buckets.run_bucket_search`; each
+    """Parse `shapes` (UsageError), search each bucket (`tuner.search.run_bucket_search`; each
     bucket's summary comes through `events`), print the weighted table, return every result."""
     from tuner.search import run_bucket_search
     from tuner.workload import parse_shapes

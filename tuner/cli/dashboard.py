@@ -2,7 +2,7 @@
 
 It captures the model file's workload as `tuner best` does, reads its stored trials from the
 database (read-only) and writes them to an Optuna journal file, one Optuna study per stored
-study (`tuner.study_export`). Then it serves that journal with optuna-dashboard, bound to
+study (`tuner.report.study_export`). Then it serves that journal with optuna-dashboard, bound to
 127.0.0.1 only, until Ctrl-C or SIGTERM (exit 0); `--export-only` stops after writing the journal, which
 `optuna-dashboard <journal>` serves anywhere. optuna-dashboard is the optional extra `dashboard`.
 """

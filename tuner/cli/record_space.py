@@ -1,5 +1,5 @@
 """`tuner record-space MODEL --space FILE --out TABLE`: measure every point of a small space once
-(`tuner.recording`) and write the table that `ReplayExecutor.from_file` and
+(`tuner.search.recording`) and write the table that `ReplayExecutor.from_file` and
 `bench/search_efficiency.py` replay."""
 from __future__ import annotations
 

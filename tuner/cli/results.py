@@ -67,7 +67,7 @@ def _best(args: argparse.Namespace, settings: Settings, shape: tuple[tuple[str, 
 
 def front_text(study: "StudyInfo", records: "list[TrialRecord]") -> str:
     """The Pareto front of a study's ok trials on its objectives, best on its preference first:
-    trial number, latency ratio to the defaults, peak MB, compile s and knobs (`tuner.objectives`)."""
+    trial number, latency ratio to the defaults, peak MB, compile s and knobs (`tuner.search.objectives`)."""
     from tuner.search import front, preferred_order
 
     points = preferred_order(front(records, study.objectives), study.objectives, study.prefer)

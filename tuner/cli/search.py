@@ -1,4 +1,4 @@
-"""`tuner search MODEL`: parse the flags, call `tuner.pipeline.run_search`, print what it reports."""
+"""`tuner search MODEL`: parse the flags, call `tuner.search.run_search`, print what it reports."""
 from __future__ import annotations
 
 import argparse
@@ -46,7 +46,7 @@ def add_search_parser(subparsers: Any) -> None:
                    help="do not try stored best configs of this model elsewhere and of the nearest models first")
     s.add_argument("--cost-model", action="store_true",
                    help="rank several proposals with a model learned from every stored trial of this device and "
-                        "measure the best-ranked (tuner.cost_model)")
+                        "measure the best-ranked (tuner.search.cost_model)")
     s.add_argument("--resume", action="store_true", help="continue the last study of this model and platform")
     s.add_argument("--workers", type=int, default=1, help="trials in flight at once (default 1)")
     s.add_argument("--executor", default="ray", help="ray (default when installed) or local")
@@ -93,7 +93,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.shapes is None:
             results = run_search(options, execution=execution, settings=settings, events=printer)
-        else:   # one search per bucket, then the weighted latency (tuner.buckets)
+        else:   # one search per bucket, then the weighted latency (tuner.search.buckets)
             from tuner.cli.buckets import search_buckets
 
             results = search_buckets(options, args.shapes, execution=execution, settings=settings, events=printer)

@@ -115,7 +115,7 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
             with functorch_config.patch(functorch) if functorch else contextlib.nullcontext():
                 return inductor_compile_fx.compile_fx(graph, example_inputs, config_patches=patches)
 
-        # Inside a trial's harvest (tuner.triton_choices), the kernels this compile builds are this graph's.
+        # Inside a trial's harvest (tuner.inductor.triton_choices), the kernels this compile builds are this graph's.
         with attributing(lambda: fingerprint_graph(gm, list(example_inputs)).key):
             return compile_with_precision(config.precision, gm, example_inputs, compile_graph)
 

@@ -223,7 +223,7 @@ def save_harvest(records: Sequence[GemmChoice], *, db_url: str | None, device: s
     """Store harvested GEMMs in `db_url`'s `kernel_configs` for this machine's `device` platform
     (each kept only if better, `save_kernel_config`); returns how many were stored. Nothing
     without records, a database or on another device than a CPU or CUDA GPU. A database that cannot be
-    used is warned about once (`tuner.kernel_db`), never raised."""
+    used is warned about once (`tuner.kernels.database`), never raised."""
     if not records or db_url is None or not (device == "cpu" or device.startswith("cuda")):
         return 0
     from tuner.kernels import KernelDatabase

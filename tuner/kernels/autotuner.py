@@ -9,10 +9,10 @@ configs in tuner's database.
     kernel[grid](*args)          # grid may be a callable of the chosen META, as with Triton
 
 At the first launch per (key arguments, dtypes) in a process: the database is read (see
-`tuner.kernel_db`). A hit launches the stored config at once, benchmarking nothing. A miss
+`tuner.kernels.database`). A hit launches the stored config at once, benchmarking nothing. A miss
 enumerates the space (the constraint runs before any launch), searches it
-(`tuner.kernel_search`: exhaustive when small, Optuna under `max_trials` otherwise), times
-each config with the timer (`tuner.kernel_bench`), stores the winner with its timings, and
+(`tuner.kernels.search`: exhaustive when small, Optuna under `max_trials` otherwise), times
+each config with the timer (`tuner.kernels.bench`), stores the winner with its timings, and
 launches it. Later launches with the same key reuse the choice without touching the database.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@
         print(describe_launch(launch))
 
 While `discover_kernels` is open, every `tuner.autotune` kernel declared without `db=` reads
-and stores its configs in the given database (`tuner.kernel_db.search_database`), and every
+and stores its configs in the given database (`tuner.kernels.search_database`), and every
 key any kernel launches is logged once with its `KernelChoice` (a database hit or a search),
 or with the error that choosing raised. Both are process-wide, for every thread.
 """

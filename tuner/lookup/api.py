@@ -27,7 +27,7 @@ first call, exactly as with Inductor's own `freezing`. `db=` gives the model its
 
 `tuner.install()` routes a plain `torch.compile(model)` to the `tuner` backend for this
 process (`torch.compiler.set_default_backend`); that is the backend path, so beside a
-freezing config it applies the config measured without freezing (`tuner.decision.backend_choice`).
+freezing config it applies the config measured without freezing (`tuner.lookup.backend_choice`).
 """
 from __future__ import annotations
 

@@ -7,16 +7,16 @@ Dynamo hands it, the backend
 1. fingerprints the graph (`tuner.workload.fingerprint_graph`, the search's own key) and
    reads the best config for this platform (`tuner.lookup`: exact tier, then same
    hardware under other software; cached per process; never raises);
-2. compiles with Inductor (`tuner.compiler.make_backend`), the user's `mode=` and
+2. compiles with Inductor (`tuner.inductor.compiler.make_backend`), the user's `mode=` and
    `options=` underneath and the stored config on top: **for a knob both set, the stored
    config wins**; knobs the stored config does not set keep the user's values. On a miss
    the user's mode and options are all there is, exactly as with `backend="inductor"`.
    Where the stored verdict is "eager won", the graph runs uncompiled (`gm.forward`).
    A graph with symbolic sizes that tuned shape buckets bind (`tuner search --shapes`) gets one
-   compiled copy per bucket config and a `tuner.dispatch.Dispatcher` that runs each call's
+   compiled copy per bucket config and a `tuner.lookup.Dispatcher` that runs each call's
    nearest bucket (`_per_bucket`).
 
-The backend applies only configs that were measured as such (`tuner.decision.backend_choice`).
+The backend applies only configs that were measured as such (`tuner.lookup.backend_choice`).
 A stored config whose precision is not fp32 (`tuner search --precision`) applies only where
 the compile call opted in to that precision, `options={"precision": "bf16-autocast"}` (the
 backend takes that key out before Inductor sees the options); elsewhere the graph gets
@@ -25,12 +25,12 @@ Freezing is decided by Dynamo before any backend runs, so this plain backend can
 on: beside a stored config that needs freezing it applies the config measured without
 freezing (`BestConfig.unfrozen_params`), or Inductor's defaults where none was measured (a
 row from before that field), and then says why once per process at INFO.
-`tuner.compile` (see `tuner.api`) applies the freezing config itself.
+`tuner.compile` (see `tuner.lookup.api`) applies the freezing config itself.
 
 Logging: one INFO line per graph on the `tuner.lookup` logger (hit or miss; silent by
 default, since Python's default level is WARNING). `TUNER_EXPLAIN=1` prints the full
 decision per graph to stderr, once per graph and platform: the backend asks
-`tuner.explanation` after the lookup decided, under the lookup's guard.
+`tuner.lookup.explanation` after the lookup decided, under the lookup's guard.
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ class TunerBackend:
             if decision.tier is Tier.MISS and found.fingerprint is not None and decision.platform is not None:
                 dispatcher = _per_bucket(lookup, gm, example_inputs, found.fingerprint, decision.platform, index,
                                          mode=mode, options=options, precision=precision)
-                if dispatcher is not None:      # a dynamic graph of tuned shape buckets (tuner.dispatch)
+                if dispatcher is not None:      # a dynamic graph of tuned shape buckets (tuner.lookup.dispatch)
                     return dispatcher
         choice = backend_choice(decision, traced_frozen=_traced_frozen(), precision=precision)
         _report(index, decision, explanation, note="; ".join(n for n in (note, choice.note) if n))
@@ -170,7 +170,7 @@ def _per_bucket(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequ
                 options: Mapping[str, Any] | None, precision: str) -> "Dispatcher | None":
     """For a graph with symbolic sizes that tuned shape buckets bind (`Lookup.bucket_decisions`):
     one copy of the graph per distinct config the buckets apply (`backend_choice` per bucket),
-    compiled now, and the `tuner.dispatch.Dispatcher` that runs each call's nearest bucket.
+    compiled now, and the `tuner.lookup.Dispatcher` that runs each call's nearest bucket.
     None for a static graph or when no bucket binds (the graph is then a plain miss)."""
     import copy
 
@@ -229,7 +229,7 @@ def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", in
                  graph_key: Callable[[], str | None]) -> dict[str, Any] | None:
     """For a CUDA graph whose applied config tunes Inductor's Triton kernels: the configs they
     settled on when that config was measured on this graph (`graph_key()`, the graph as traced now:
-    `tuner.triton_choices`), as the `autotune_lookup_table` patch, so those kernels benchmark
+    `tuner.inductor.triton_choices`), as the `autotune_lookup_table` patch, so those kernels benchmark
     nothing; None when there are none."""
     from tuner.inductor import triton_choices
 
@@ -250,7 +250,7 @@ def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", in
 def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int) -> Iterator[None]:
     """Around the compile of a graph whose applied config turns on `max_autotune`: each GEMM
     Inductor would autotune takes the winner harvested when that config was measured
-    (`tuner.gemm_choices`), benchmarking nothing; GEMMs without one are autotuned as usual."""
+    (`tuner.inductor.gemm_choices`), benchmarking nothing; GEMMs without one are autotuned as usual."""
     from tuner.inductor import gemm_choices
 
     platform = decision.platform

@@ -2,7 +2,7 @@
 
 `decide_tier` holds the tier rules; it reads no database and keeps no state, so it is
 tested with hand-made values. `tuner.lookup.Lookup` feeds it the rows the store returns
-(and turns its failures into Inductor's defaults); `tuner.explanation` words its result.
+(and turns its failures into Inductor's defaults); `tuner.lookup.explanation` words its result.
 Three tiers, in order:
 
 1. **exact**: a config stored for this graph key on exactly this platform key;
@@ -15,10 +15,10 @@ Three tiers, in order:
 3. **nearest-bucket** (`decide_nearest_bucket`, only for a graph with no config stored on any
    platform here): the graph is one of a shape-bucket search's graphs (`tuner search
    --shapes`) at a size no bucket has; it takes the config of the nearest bucket of the same
-   graph on this platform, by `tuner.shapes.nearest` (largest size ratio, ties to the larger
+   graph on this platform, by `tuner.workload.nearest` (largest size ratio, ties to the larger
    bucket). A symbolic (dynamic) graph is never near a static one; `bucket_decisions` gives it
    one decision per bucket it binds instead, which the backend compiles and dispatches among
-   (`tuner.dispatch`).
+   (`tuner.lookup.dispatch`).
 
 Anything else is a miss: Inductor's defaults.
 
@@ -228,7 +228,7 @@ def decide_nearest_bucket(miss: Decision, code: str,
                           buckets: Sequence[tuple[str, "GraphFingerprint", "BestConfig"]]) -> Decision:
     """`miss` (a MISS for the graph whose canonical text is `code`) turned into a NEAREST_BUCKET
     hit on the config of the nearest of `buckets` (workload name, bucket graph, its config on
-    `miss.platform`: `Store.bucket_configs`) by `tuner.shapes.nearest`; `miss` itself when no
+    `miss.platform`: `Store.bucket_configs`) by `tuner.workload.nearest`; `miss` itself when no
     bucket is the same graph at other sizes. Raises SpaceError when that config does not validate."""
     from tuner.workload import nearest, size_distance
 
@@ -246,7 +246,7 @@ def decide_nearest_bucket(miss: Decision, code: str,
 def bucket_decisions(graph_key: str, platform: "Platform", code: str,
                      buckets: Sequence[tuple[str, "GraphFingerprint", "BestConfig"]]) -> list[tuple[dict[str, int], Decision]]:
     """For a graph with symbolic sizes (canonical text `code`), one NEAREST_BUCKET decision per
-    bucket graph it is at fixed sizes (`tuner.dispatch.bind`), with that bucket's sizes by symbol:
+    bucket graph it is at fixed sizes (`tuner.lookup.bind`), with that bucket's sizes by symbol:
     what the backend compiles a copy of the graph for and dispatches among. Empty when none binds.
     Raises SpaceError when a bucket's config does not validate."""
     from tuner.lookup.dispatch import bind

@@ -4,16 +4,16 @@
 graphs Dynamo traces at each size. A program that compiles without `dynamic=False` gets, from its
 second shape on, one graph with a symbolic size (Dynamo's automatic dynamic shapes), whose key no
 bucket has. For such a graph the backend compiles one copy per distinct bucket config (each
-bucket's config as measured, `tuner.decision.backend_choice` rules included) and returns a
+bucket's config as measured, `tuner.lookup.backend_choice` rules included) and returns a
 `Dispatcher`, which reads the symbolic sizes off each call's inputs and runs the copy of the
-nearest bucket (`tuner.shapes.closest`: the smallest largest size ratio, ties to the larger
+nearest bucket (`tuner.workload.closest`: the smallest largest size ratio, ties to the larger
 bucket). One Dynamo graph, one compile per distinct config, no recompiles as sizes change.
 
 Which buckets belong to a dynamic graph is recomputed from canonical texts (`GraphFingerprint.code`,
 `tuner.workload`): `bind` matches the dynamic graph's text against each bucket graph's text on
 their `skeleton` (the tensor operations in order, with dtypes and ranks, and the parameters with
 their shapes; arguments, sizes and the symbolic-size arithmetic left out) and reads each symbol's
-size in that bucket off the inputs' shapes. Standard library only, like `tuner.shapes`.
+size in that bucket off the inputs' shapes. Standard library only, like `tuner.workload.shapes`.
 """
 from __future__ import annotations
 

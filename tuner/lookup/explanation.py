@@ -161,7 +161,7 @@ def applies_lines(d: Decision) -> list[str]:
         return ["  applies: Inductor's defaults"]
     if d.config.is_default:
         return ["  applies: Inductor's defaults (the search found nothing better)"]
-    if d.config.precision != FP32:            # only where the compile call opts in (tuner.decision)
+    if d.config.precision != FP32:            # only where the compile call opts in (tuner.lookup.decision)
         return [f"  applies: {_config_text(d.config)}, only where the compile call opts in; elsewhere "
                 f"Inductor's defaults ({opt_in_hint(d.config.precision)})"]
     if not d.config.freezing:

@@ -1,8 +1,8 @@
 """Compile-time lookup: which stored config applies to one Dynamo graph on this machine.
 
-Called by the `tuner` backend (`tuner.backend`) once per graph Dynamo hands it, and by
+Called by the `tuner` backend (`tuner.lookup.backend`) once per graph Dynamo hands it, and by
 `tuner explain`. The tier rules (exact, then same-hardware, then the nearest tuned shape
-bucket, else a miss) are the pure functions `tuner.decision.decide_tier` and
+bucket, else a miss) are the pure functions `tuner.lookup.decide_tier` and
 `decide_nearest_bucket`; this module feeds them the rows the store returns and guards them. A miss is Inductor's defaults, one INFO line per graph on the `tuner.lookup`
 logger, and no warning (a miss is not an error).
 
@@ -150,7 +150,7 @@ class Lookup:
         """The decision for `graph_key` on `platform`; cached; never raises.
 
         `code` is the graph's canonical text (`GraphFingerprint.code`, whose hash is the key);
-        with it, a miss may become a nearest-bucket hit. See `tuner.decision` for the tiers and
+        with it, a miss may become a nearest-bucket hit. See `tuner.lookup.decision` for the tiers and
         the module docstring for the fault handling.
         """
         cache_key = (graph_key, platform.key)
@@ -183,7 +183,7 @@ class Lookup:
     def bucket_decisions(self, fingerprint: "GraphFingerprint",
                          platform: "Platform") -> list[tuple[dict[str, int], Decision]]:
         """For a graph with symbolic sizes: the shape buckets tuned on this platform that it is at
-        fixed sizes, each with its sizes by symbol and its decision (`tuner.decision.bucket_decisions`);
+        fixed sizes, each with its sizes by symbol and its decision (`tuner.lookup.decision.bucket_decisions`);
         [] on none and, never raising, on any problem (then one warning, as in `decide`)."""
         with self._lock:
             if self._unusable is not None:
@@ -206,7 +206,7 @@ class Lookup:
             return []
 
     def gemm_winner(self, gemm_key: str, platform_key: str) -> str | None:
-        """The stored winning choice of one Inductor GEMM (`tuner.gemm_choices`, kept in
+        """The stored winning choice of one Inductor GEMM (`tuner.inductor.gemm_choices`, kept in
         `kernel_configs`) on exactly this platform; None on a miss and on a database that cannot
         be used (then, as in `decide`: one warning, and the database is not read again)."""
         from tuner.inductor import gemm_choices
@@ -228,7 +228,7 @@ class Lookup:
 
     def triton_table(self, graph_key: str, platform_key: str) -> dict[str, dict[str, int]]:
         """The tile configs stored for graph `graph_key`'s generated Triton kernels on exactly this
-        platform (`tuner.triton_choices`) as Inductor's `autotune_lookup_table`; empty on a miss and
+        platform (`tuner.inductor.triton_choices`) as Inductor's `autotune_lookup_table`; empty on a miss and
         on a database that cannot be used (then, as in `decide`: one warning, not read again)."""
         from tuner.inductor import triton_choices
         from tuner.storage import kernel_configs

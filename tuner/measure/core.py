@@ -1,12 +1,12 @@
 """Measurement inside one trial process: compile, verify against eager, time.
 
 `prepare` is the one measurement core: trials (`run_trial`) and the confirmation
-(`tuner.confirm.run_confirmation`) both load, compile, verify and get ready to time
+(`tuner.measure.run_confirmation`) both load, compile, verify and get ready to time
 through it. `run_trial` is the measurement boundary: the one place that catches broadly
 and turns any exception into a `Measurement` with a status (`prepare` turns a config's
 failing first call into a `Rejected` value; running out of memory is CRASHED, see `failure`).
 Everything timed runs on the model's real inputs (never zeros), after warm-up, under the
-node's measure lock (`tuner.node_lock`).
+node's measure lock (`tuner.measure.node_lock`).
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def compare_outputs(reference: list[torch.Tensor], got: list[torch.Tensor]) -> s
 
     Never passes vacuously: a reference with no tensor, or with NaN (which would match any
     NaN), is a mismatch; the driver refuses such model files before any trial
-    (`tuner.modelfile.eager_reference`). NaN or Inf where the reference is finite is a
+    (`tuner.workload.eager_reference`). NaN or Inf where the reference is finite is a
     mismatch, and where the reference is ±Inf the output must hold the same Inf.
     """
     if not reference:
@@ -259,7 +259,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
 
 
 def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Runner | Rejected:
-    """`prepare` in train mode (`tuner.training`): load the file afresh under `spec.seed`, take an
+    """`prepare` in train mode (`tuner.workload.training`): load the file afresh under `spec.seed`, take an
     eager step's loss and gradients as the reference (weights and buffers restored after), compile
     `params` (None: eager), make the first step (with the optimizer's) under the compile lock and
     compare its loss and gradients with the reference (`compare_outputs`). `call` is one whole

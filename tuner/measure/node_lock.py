@@ -1,6 +1,6 @@
 """The per-node measure lock: while a trial measures, nothing else of ours runs on the node.
 
-It belongs to measurement (`tuner.measure`, `tuner.confirm`); the executors only start the
+It belongs to measurement (`tuner.measure`, `tuner.measure.confirm`); the executors only start the
 processes that take it.
 
 Compiles may overlap with each other, but a timed section holds the node's cores to itself:

@@ -104,7 +104,7 @@ def running_best(points: list[HistoryPoint]) -> list[tuple[int, float]]:
 def pareto_points(trials: tuple[TrialRecord, ...], objectives: tuple[str, ...]
                   ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """(every ok trial, the Pareto front on all `objectives`) as points of the first two
-    objectives' values (`tuner.objectives`); both empty for fewer than two objectives."""
+    objectives' values (`tuner.search.objectives`); both empty for fewer than two objectives."""
     from tuner.search import front, objective_values
 
     if len(objectives) < 2:

@@ -1,6 +1,6 @@
 """Parameter importances of a stored study, by Optuna's PED-ANOVA importance evaluator.
 
-The study is rebuilt from the stored trials (`tuner.study_export.optuna_study`). PED-ANOVA, not
+The study is rebuilt from the stored trials (`tuner.report.optuna_study`). PED-ANOVA, not
 Optuna's default fANOVA: fANOVA needs scikit-learn, which tuner does not depend on, and PED-ANOVA
 is deterministic and made for conditional knobs (the children of max_autotune, freezing). It
 measures how much each knob matters for reaching the best `target_quantile` of the trials.

@@ -1,6 +1,6 @@
 """A search over shape buckets (`tuner search model.py --shapes "batch=1,8,32"`): one search per bucket.
 
-Each bucket is an ordinary `tuner.pipeline.run_search` whose `MeasureSpec.shape` holds the
+Each bucket is an ordinary `tuner.search.run_search` whose `MeasureSpec.shape` holds the
 bucket's sizes, so its trials, confirmation and stored configs are those of the model file with
 `get_inputs(batch=8)`: its graphs are fingerprinted at that shape (workload `model[batch=8]`)
 and each gets its own best config under its own graph keys. `--trials` counts per bucket.
@@ -66,7 +66,7 @@ class BucketSearch:
 
 def bucket_latency(verdict: "Verdict") -> tuple[float, float]:
     """(default compile ms, stored choice ms) from the held-out rounds of the verdict's claim run,
-    the figures `tuner.verdict.best_configs` stores; where the defaults stay, both are the default's."""
+    the figures `tuner.search.verdict.best_configs` stores; where the defaults stay, both are the default's."""
     held_out = halves(verdict.claim_run)[1]
     base = held_out.get(DEFAULT).latency_ms     # a verdict exists only where the default was timed
     if verdict.stored is None and not verdict.eager:

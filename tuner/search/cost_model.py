@@ -16,7 +16,7 @@ int or stepped float of at most MAX_ONE_HOT values, one column per non-default v
 range its position and the square of it; a child inactive under its parent is all zeros) and
 the product of every pair of columns of different knobs (interactions: max_autotune pays only
 with freezing). Knobs a stored trial sets that this space lacks are dropped. The graph
-features of a workload (call-target counts, `tuner.graph_features`) add nothing to a ranking
+features of a workload (call-target counts, `tuner.workload.graph_features`) add nothing to a ranking
 within one workload as regressors (a per-workload constant), so they enter as weights: an
 example of another workload counts OTHER_WORKLOAD_FLOOR plus the rest times the cosine of the
 two workloads' counts; one of another platform counts OTHER_PLATFORM as much.

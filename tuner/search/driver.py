@@ -1,10 +1,10 @@
 """The search driver: Optuna ask/tell over an Executor, every trial recorded.
 
 The driver is the only writer during a search. Trial 0 is Inductor's defaults and the
-built-in modes follow, then the warm starts (`tuner.priors`: stored best configs of this
+built-in modes follow, then the warm starts (`tuner.search.priors`: stored best configs of this
 workload elsewhere and of the nearest workloads here); a proposal holding a learned failure
 is told failed, never measured; with `--cost-model` the proposal measured is the one a model
-learned from the stored trials ranks first among several (`tuner.cost_model`); identical
+learned from the stored trials ranks first among several (`tuner.search.cost_model`); identical
 candidates are measured once (after EXPLORE_AFTER
 repeats in a row, a converged sampler's next proposals come from a random sampler, so the budget
 goes to new candidates; MAX_DUPLICATE_ASKS in a row end the search as exhausted); `resume` replays the
@@ -54,7 +54,7 @@ class SearchOptions:
     built-in space for the model's device); `unsafe` adds the knobs that change numerics;
     `precision` (`--precision`) adds the precision knob over those modes (tuner.precision),
     which needs `measure.tolerance` (`--tolerance`).
-    `objectives` (`--objective`, tuner.objectives) are what the study minimises; `prefer`
+    `objectives` (`--objective`, tuner.search.objectives) are what the study minimises; `prefer`
     (`--prefer`, None: the first objective) picks the operating point confirmed and stored.
     Made with values the search cannot run, it raises UsageError naming the flag.
     """
@@ -67,12 +67,12 @@ class SearchOptions:
     rounds: int = 20              # paired rounds when confirming: half choose, half report
     space: str | None = None
     unsafe: bool = False
-    warm_start: bool = True       # enqueue stored best configs after the seeds (tuner.priors)
-    pruner: str = "median"        # tuner.pruning.PRUNERS: stops clearly slow trials' rounds early
+    warm_start: bool = True       # enqueue stored best configs after the seeds (tuner.search.priors)
+    pruner: str = "median"        # tuner.trial.pruning.PRUNERS: stops clearly slow trials' rounds early
     precision: tuple[str, ...] = ()   # tuner.precision modes beside fp32 (--precision); () for fp32 only
-    objectives: tuple[str, ...] = LATENCY_ONLY   # tuner.objectives.OBJECTIVES names (--objective)
+    objectives: tuple[str, ...] = LATENCY_ONLY   # tuner.search.OBJECTIVES names (--objective)
     prefer: str | None = None     # one of `objectives` (--prefer); None: the first
-    cost_model: bool = False      # rank PROPOSALS proposals with tuner.cost_model, measure the best
+    cost_model: bool = False      # rank PROPOSALS proposals with tuner.search.cost_model, measure the best
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -183,7 +183,7 @@ class Driver:
         self.seeds = target.space.seeds()
         self.warm_why: dict[str, str] = {}                # candidate key -> where its warm start came from
         self.ranker = CostRanker(target.workload, target.platform, target.space) if job.cost_model else None
-        pruner = job.pruner if job.objectives == LATENCY_ONLY else "none"   # tuner.objectives: no pruning
+        pruner = job.pruner if job.objectives == LATENCY_ONLY else "none"   # tuner.search.objectives: no pruning
         self.pruning = PruneHistory(pruner, min_rounds=self.spec.plan().min_rounds,
                                     exempt={target.space.candidate(p).key for p in self.seeds})
 
@@ -264,7 +264,7 @@ class Driver:
     def _submit_next(self) -> bool:
         """Ask Optuna until it proposes something new; False when the space seems exhausted.
         With a cost model ready and no first candidate waiting, gather up to PROPOSALS new ones
-        and measure the one it ranks best; the rest are told FAIL unmeasured (tuner.cost_model)."""
+        and measure the one it ranks best; the rest are told FAIL unmeasured (tuner.search.cost_model)."""
         in_flight_keys = {cand.key for _, cand in self.in_flight.values()}
         pool: list[tuple[Any, Candidate]] = []
         wanted = PROPOSALS if self._ranking() else 1
@@ -355,7 +355,7 @@ def _tell(study: optuna.Study, trial: Any, measurement: Measurement,
 
 def _tell_args(measurement: Measurement, objectives: tuple[str, ...] = LATENCY_ONLY) -> dict[str, Any]:
     """Arguments for `study.tell`: the paired ratio (`Measurement.objective`), or with other
-    `objectives` each of their values (`tuner.objectives`), or a failed trial."""
+    `objectives` each of their values (`tuner.search.objectives`), or a failed trial."""
     values = (measurement.objective if objectives == LATENCY_ONLY
               else objective_values(measurement, objectives))
     if values is not None:

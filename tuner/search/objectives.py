@@ -2,7 +2,7 @@
 the operating point to confirm (`--prefer`).
 
 `latency` alone (the default) is the search as it always was: one Optuna direction, told the
-paired latency ratio (`Measurement.objective`), finalists by `tuner.verdict.pick_finalists`.
+paired latency ratio (`Measurement.objective`), finalists by `tuner.search.verdict.pick_finalists`.
 Any other choice makes a study with one `minimize` direction per objective, told each ok trial's
 values; a trial missing a value (not ok, or without a peak memory or a compile time) is told failed.
 Pruning is then off: the pruners compare latency ratios round by round, and Optuna's pruners do not

@@ -4,7 +4,7 @@
     results = run_search(SearchOptions(MeasureSpec("model.py"), trials=20), execution=Execution("local"))
 
 Nothing is written before the model file has loaded and run in eager mode, except the configs
-of the `@tuner.autotune` kernels its eager run launches (`tuner.kernel_discovery`). Then the store
+of the `@tuner.autotune` kernels its eager run launches (`tuner.kernels.discovery`). Then the store
 is opened (a new database gets the current schema; a read-only one is refused before any
 trial), the executor is built, and each platform is searched, confirmed and stored in turn.
 """
@@ -158,7 +158,7 @@ def prepare_target(model_path: str, *, space_path: str | None = None, include_un
 
     With `threads`, sets torch's thread count in this process (it is part of a CPU platform).
     `precision` (`--precision` modes) adds the precision knob to the space (`load_space`).
-    `mode` "train" checks an eager training step instead (`tuner.training.check_training`),
+    `mode` "train" checks an eager training step instead (`tuner.workload.check_training`),
     captures the graphs of a training step and drops the knobs unsafe for training (freezing).
     `shape` (one `--shapes` bucket) sizes the inputs (`get_inputs(**dict(shape))`) and names the
     workload `stem[batch=8]`. Raises ModelFileError (one line, names the fix) for every kind of bad model file.
@@ -233,7 +233,7 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
          events: SearchEvents) -> SearchResult:
     """Search for `target.platform`, then confirm the finalists against the default compile
     and store the verdict (finalists from the Pareto front of `job.objectives`, ranked by
-    `job.preferred`, when the search minimised more than latency: tuner.objectives). A resumed
+    `job.preferred`, when the search minimised more than latency: tuner.search.objectives). A resumed
     study is looked up once, and its trials read once."""
     events.starting(target, database=store.safe_url)
     study = open_study(job, target, store, user=user)

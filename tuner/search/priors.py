@@ -6,7 +6,7 @@ first tries the stored best configs
    (ci_low, then speedup, then newest), at most WARM_SAME_WORKLOAD of them;
 2. of the nearest other workloads on this platform, nearest first, one config each (its
    strongest), at most WARM_NEAREST of them. Nearness is the cosine similarity of call-target
-   counts over the workloads' graphs (`tuner.graph_features`); a workload with no target in
+   counts over the workloads' graphs (`tuner.workload.graph_features`); a workload with no target in
    common (similarity 0) is never near.
 A config whose knobs do not fit this space (`SearchSpace.replay_params` raises SpaceError) is
 dropped, and a warm start never repeats a seed or an earlier warm start (same Candidate key).

@@ -124,7 +124,7 @@ class RecordingPlan:
 
 
 def plan_recording(spec: MeasureSpec, *, space_path: str, limit: int = MAX_POINTS) -> RecordingPlan:
-    """Load and check the model file (`tuner.pipeline.prepare_target`) and enumerate the space.
+    """Load and check the model file (`tuner.search.prepare_target`) and enumerate the space.
 
     Raises ModelFileError or SpaceError as a search would, and UsageError, before anything is
     measured, when the space has more than `limit` points.

@@ -139,7 +139,7 @@ def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, 
              *, rounds: int, in_order: bool = False) -> Verdict:
     """Steps 1-3 of the module docstring; `run` measures one confirmation (raises on failure).
 
-    With `in_order` (finalists ranked by another objective than latency, `tuner.objectives`),
+    With `in_order` (finalists ranked by another objective than latency, `tuner.search.objectives`),
     step 1 keeps the first finalist that clears the noise, else eager if it does (it compiles
     nothing), and step 2 is skipped: the ablation weighs knobs by latency alone and would drop
     those that save memory or compile time.

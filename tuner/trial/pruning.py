@@ -1,7 +1,7 @@
 """Pruning: stop a trial's paired rounds early when it is clearly slower than the finished trials.
 
 A trial times its candidate against Inductor's defaults in interleaved rounds
-(`tuner.timing.interleaved_rounds`). Its value at step k is the objective after k rounds: the
+(`tuner.trial.interleaved_rounds`). Its value at step k is the objective after k rounds: the
 paired ratio candidate/default, 1 / (median of the per-round default/candidate ratios so far),
 so the last step's value is the trial's `Measurement.objective`. After each round the trial
 would otherwise go on from, `RoundPruner.should_stop` asks an Optuna pruner whether the trial

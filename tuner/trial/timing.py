@@ -5,7 +5,7 @@ warm-up, each round times every variant once, in an order shuffled per round, so
 drift of the machine hits them all alike. It stops once the paired interval of every
 variant against the baseline is narrower than `RoundPlan.target_width`, once its time
 budget is spent, or at `max_rounds`, and never before `min_rounds`; a caller's `should_stop`
-(pruning, `tuner.pruning`) may stop it earlier.
+(pruning, `tuner.trial.pruning`) may stop it earlier.
 
 Clocks: on CPU a sample is `calls` back-to-back calls timed with `perf_counter` (enough
 calls to last MIN_SAMPLE_S, so the clock's grain is noise-free). On CUDA each call is

@@ -24,7 +24,7 @@ class Status(str, enum.Enum):
     CRASHED = "crashed"
     WRONG_RESULT = "wrong_result"
     CANCELLED = "cancelled"      # stopped when the search was interrupted: no result, measured again on resume
-    PRUNED = "pruned"            # stopped early by the pruner (tuner.pruning): a partial pairing, never a pick
+    PRUNED = "pruned"            # stopped early by the pruner (tuner.trial.pruning): a partial pairing, never a pick
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Measurement:
     speedup: float | None = None         # median of per-round baseline/candidate ratios (>1: faster)
     speedup_low: float | None = None     # interval of that median (about 95%, distribution-free)
     speedup_high: float | None = None
-    # The objective after each paired round (tuner.pruning's steps); kept in memory and JSON, not stored:
+    # The objective after each paired round (tuner.trial.pruning's steps); kept in memory and JSON, not stored:
     intermediate: tuple[float, ...] = ()
 
     @property
@@ -143,11 +143,11 @@ class MeasureSpec:
     `timeout_s` is the wall-clock deadline of one trial process; `platform_key` is the
     platform the results are stored for (Ray places the work on nodes of it);
     `memory_limit_mb` caps the memory of each trial process (`--memory-limit`, applied
-    inside it: `tuner.memory_limit`; None: no cap). The confirmation, which holds every
+    inside it: `tuner.trial.memory_limit`; None: no cap). The confirmation, which holds every
     finalist at once, runs without it.
 
     A trial times its candidate and Inductor's defaults in paired, interleaved rounds
-    (`tuner.timing`): at least `min_rounds`, at most `repeat`, stopping early once the
+    (`tuner.trial.timing`): at least `min_rounds`, at most `repeat`, stopping early once the
     interval of the median ratio is narrower than `target_width` (relative) or after
     `budget_s` seconds of rounds.
 
@@ -158,14 +158,14 @@ class MeasureSpec:
     `kernel_db` is the database the model's `@tuner.autotune` kernels declared without `db=`
     use in the trial process (`tuner search` sets its own, so they hit what it stored);
     None: their own default. The CPU GEMM choices Inductor autotunes in a verified compile are
-    stored there too (`tuner.gemm_choices`); None: not stored.
+    stored there too (`tuner.inductor.gemm_choices`); None: not stored.
 
     `mode` (`--mode`) is "inference" (the model's forward under no_grad) or "train" (whole
-    training steps, checked on the loss and gradients: `tuner.training`); JSON without it
+    training steps, checked on the loss and gradients: `tuner.workload.training`); JSON without it
     is inference.
 
     `shape` (`--shapes`, one bucket) is passed to the model file's `get_inputs` as keyword
-    arguments (`tuner.shapes`); () calls it without arguments.
+    arguments (`tuner.workload.shapes`); () calls it without arguments.
     """
 
     model_path: str
@@ -181,8 +181,8 @@ class MeasureSpec:
     budget_s: float | None = 10.0
     tolerance: float | None = None
     kernel_db: str | None = None
-    mode: str = "inference"       # "train": time whole training steps (tuner.training)
-    shape: tuple[tuple[str, int], ...] = ()   # --shapes bucket: get_inputs(**dict(shape)) (tuner.shapes)
+    mode: str = "inference"       # "train": time whole training steps (tuner.workload.training)
+    shape: tuple[tuple[str, int], ...] = ()   # --shapes bucket: get_inputs(**dict(shape)) (tuner.workload.shapes)
 
     def plan(self) -> RoundPlan:
         """The rounds protocol of one trial."""
@@ -201,7 +201,7 @@ class MeasureSpec:
 @dataclass(frozen=True)
 class TrialRequest:
     """Everything a fresh trial process needs; it never needs the database or the space.
-    `pruning` (None: never pruned) lets the trial stop its rounds early (`tuner.pruning`)."""
+    `pruning` (None: never pruned) lets the trial stop its rounds early (`tuner.trial.pruning`)."""
 
     spec: MeasureSpec
     params: tuple[tuple[str, Any], ...]          # Candidate.params; the child derives the CompileConfig

@@ -80,7 +80,7 @@ def capture_workload(loaded: "LoadedModel", *, name: str | None = None, grad: bo
     `fingerprint_graph(gm, example_inputs, index=i)` and runs the graph as is (nothing
     reaches Inductor), calls it once under `torch.no_grad()` (or `enable_grad()` when
     `grad`), and resets Dynamo again. `dynamic` is passed to `torch.compile`. `call` runs the
-    compiled model (default `loaded.call`; train mode passes `tuner.training.loss_call`, so the
+    compiled model (default `loaded.call`; train mode passes `tuner.workload.loss_call`, so the
     graphs are those of a training step: grad on, parameters requiring grad).
     Raises ModelFileError when Dynamo cannot trace the model or produces no graph.
     """

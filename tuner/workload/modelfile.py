@@ -3,7 +3,7 @@
 A model file defines `get_model()` returning an `nn.Module` and `get_inputs()` returning
 a tuple (positional arguments) or a dict (keyword arguments) of tensors. It may set
 `DEVICE = "cuda"` (default "cpu"). For `--mode train` it also defines `get_loss(model, inputs)`
-and may define `get_optimizer(model)` (see `tuner.training`). Every problem with it raises
+and may define `get_optimizer(model)` (see `tuner.workload.training`). Every problem with it raises
 `ModelFileError` with one line that names the fix.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ class LoadedModel:
     device: str
     path: Path
     get_inputs: Callable[[], Any] | None = None
-    get_loss: Any = None           # the file's get_loss(model, inputs), for --mode train (tuner.training)
+    get_loss: Any = None           # the file's get_loss(model, inputs), for --mode train (tuner.workload.training)
     get_optimizer: Any = None      # the file's get_optimizer(model), optional in train mode
 
     def call(self, model: Callable | None = None) -> Any:
@@ -70,7 +70,7 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
     before each of `get_model()` and `get_inputs()`, so two processes with the same seed get
     the same weights and inputs. The module is imported under a unique name and taken out
     of `sys.modules` afterwards. The model and inputs are moved to `DEVICE`. `shape` (a
-    `--shapes` bucket) is passed to `get_inputs` as keyword arguments (`tuner.shapes`).
+    `--shapes` bucket) is passed to `get_inputs` as keyword arguments (`tuner.workload.shapes`).
     """
     import torch
 
@@ -104,7 +104,7 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
         )
     _seed_everything(seed)
     get_inputs = module.get_inputs
-    if shape:   # a --shapes bucket: its sizes are keyword arguments of get_inputs (tuner.shapes)
+    if shape:   # a --shapes bucket: its sizes are keyword arguments of get_inputs (tuner.workload.shapes)
         from tuner.workload.shapes import check_get_inputs
 
         check_get_inputs(path, get_inputs, [name for name, _ in shape])

@@ -3,13 +3,13 @@
 A bucket is one assignment of sizes to named dimensions, with a weight (how often that shape
 occurs). The model file's `get_inputs` takes each dimension as a keyword argument, e.g.
 `def get_inputs(batch=8):`, and builds inputs of that size; `tuner search` tunes one config
-per bucket (`tuner.buckets`), each on that bucket's inputs, so each bucket's graphs get their
+per bucket (`tuner.search.buckets`), each on that bucket's inputs, so each bucket's graphs get their
 own keys and their own stored config. The summary reports the weighted latency.
 
 Syntax: dimensions separated by ";", each `name=size[:weight],...`, e.g. `batch=1,8,32`
 (equal weights) or `batch=1:6,8:3,32:1`; several dimensions give their cross product, whose
 weight is the product of the dimensions' weights. Weights are normalised to sum to 1.
-At compile time (`tuner.decision.decide_nearest_bucket`) a static graph that no search saw takes
+At compile time (`tuner.lookup.decision.decide_nearest_bucket`) a static graph that no search saw takes
 the config of the nearest tuned bucket of the same graph, by `size_distance` and `nearest`:
 the rule is written there and in docs/lookup.md. Standard library only: a leaf module.
 """

@@ -180,7 +180,7 @@ def timed_step(model: "torch.nn.Module", call: Callable[[], Any],
 
 def _repeat_difference(first: list["torch.Tensor"], second: list["torch.Tensor"]) -> str | None:
     """Two eager steps may differ by a few rounding steps where reductions are nondeterministic;
-    dropout or a random op differs by far more (as `tuner.modelfile.eager_reference` allows)."""
+    dropout or a random op differs by far more (as `tuner.workload.eager_reference` allows)."""
     import torch
 
     a, b = first[0].detach().double(), second[0].detach().double()
