@@ -134,7 +134,7 @@ def stored(params: dict | None, **kw) -> Decision:
     return decide_tier(GRAPH, HERE, [] if params is None else [(best(HERE, params, **kw), HERE)])
 
 
-@pytest.mark.parametrize("row, traced_frozen, applies, knobs, freezing", [
+@pytest.mark.parametrize("row, can_freeze, applies, knobs, freezing", [
     # stored row (params, extra fields)            frozen trace  applies              applied knobs  freezes
     ((NO_KNOBS, dict(eager=True)),                 False, Applies.EAGER,      {},                    False),
     ((NO_KNOBS, dict(eager=True)),                 True,  Applies.EAGER,      {},                    False),
@@ -152,34 +152,34 @@ def stored(params: dict | None, **kw) -> Decision:
         "freezing-unfrozen-knob", "freezing-unfrozen-defaults", "freezing-none-measured",
         "freezing-unfrozen-eager", "freezing-unfrozen-eager-traced-frozen",
         "freezing-none-measured-traced-frozen", "miss"])
-def test_backend_choice(row, traced_frozen: bool, applies: Applies, knobs: dict, freezing: bool) -> None:
+def test_backend_choice(row, can_freeze: bool, applies: Applies, knobs: dict, freezing: bool) -> None:
     params, extra = row
-    choice = backend_choice(stored(params, **extra), traced_frozen=traced_frozen)
+    choice = backend_choice(stored(params, **extra), can_freeze=can_freeze)
     assert choice.applies is applies
     assert dict(choice.config.inductor) == knobs and choice.config.freezing is freezing
     assert choice.config.functorch == ()
 
 
 def test_backend_choice_notes_say_why() -> None:
-    eager = backend_choice(stored(NO_KNOBS, eager=True), traced_frozen=False)
+    eager = backend_choice(stored(NO_KNOBS, eager=True), can_freeze=False)
     assert eager.note == "no Inductor compile"
     unfrozen = backend_choice(stored(FREEZING, unfrozen={"max_fusion_size": 16}, unfrozen_speedup=1.05),
-                              traced_frozen=False)
-    assert unfrozen.note == ("the stored config needs freezing, which only tuner.compile applies; applying "
+                              can_freeze=False)
+    assert unfrozen.note == ("the stored config needs freezing, which applies only with grad disabled; applying "
                              "max_fusion_size=16, measured without freezing (speedup 1.050x)")
-    defaults = backend_choice(stored(FREEZING, unfrozen={}), traced_frozen=False)
+    defaults = backend_choice(stored(FREEZING, unfrozen={}), can_freeze=False)
     assert defaults.note.endswith("applying Inductor's defaults, which won among the configs without freezing")
-    unmeasured = backend_choice(stored(FREEZING), traced_frozen=False)
+    unmeasured = backend_choice(stored(FREEZING), can_freeze=False)
     assert unmeasured.note == f"{NO_UNFROZEN}; applying Inductor's defaults"
-    assert backend_choice(stored({"max_fusion_size": 8}), traced_frozen=False).note == ""
+    assert backend_choice(stored({"max_fusion_size": 8}), can_freeze=False).note == ""
 
 
 def test_unavailable_decisions_compile_with_defaults() -> None:
     unavailable = Decision(graph_key=GRAPH, platform=HERE, tier=Tier.UNAVAILABLE, config=CompileConfig(),
                            reason="database unusable")
     assert not unavailable.eager
-    assert backend_choice(unavailable, traced_frozen=False) == backend_choice(unavailable, traced_frozen=True)
-    assert backend_choice(unavailable, traced_frozen=False).applies is Applies.CONFIG
+    assert backend_choice(unavailable, can_freeze=False) == backend_choice(unavailable, can_freeze=True)
+    assert backend_choice(unavailable, can_freeze=False).applies is Applies.CONFIG
 
 
 def test_eager_verdict_is_a_hit_that_says_so() -> None:
@@ -208,12 +208,11 @@ def explained(decision: Decision) -> str:
     return format_explanation(Explanation(fingerprint=fingerprint, decision=decision))
 
 
-def test_explanation_words_eager_and_the_unfrozen_alternative() -> None:
+def test_explanation_words_eager_and_freezing() -> None:
     assert "  applies: nothing: eager won: runs uncompiled (no Inductor compile)" in explained(
         stored(NO_KNOBS, eager=True))
     text = explained(stored(FREEZING, unfrozen={"max_fusion_size": 16}, unfrozen_speedup=1.05))
-    assert "  applies: max_fusion_size=8, freezing=True (tuner.compile, called under torch.no_grad())" in text
-    assert ('  applies with backend="tuner": max_fusion_size=16, measured without freezing (speedup 1.050x)'
-            in text)
-    assert f'  applies with backend="tuner": Inductor\'s defaults: {NO_UNFROZEN}' in explained(stored(FREEZING))
+    assert ("  applies: max_fusion_size=8, freezing=True (inference only: frozen at the first call under "
+            "torch.no_grad(), re-frozen if the weights change)") in text
+    assert "without freezing" not in text          # a hit's key carries grad=0: the backend freezes itself
     assert "  applies: max_fusion_size=8\n" in explained(stored({"max_fusion_size": 8})) + "\n"

@@ -94,9 +94,9 @@ PROBE = textwrap.dedent('''
     torch.manual_seed(123)                       # other weights than process A's
     report = dict(tuner_imported="tuner" in sys.modules)
 
-    def run(label, model, compiled, x, calls=1):
+    def run(label, model, compiled, x, calls=1, grad=False):
         start = len(seen)
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             for _ in range(calls):
                 out = compiled(x)
             ref = model(x)
@@ -139,34 +139,41 @@ def test_plain_backend_applies_the_stored_config_in_a_fresh_process_and_misses_a
         model = tiny_mlp.get_model()
         run("hit", model, torch.compile(model, backend="tuner"), torch.randn(8, 32))
         torch._dynamo.reset()
+        run("grad", model, torch.compile(model, backend="tuner"), torch.randn(8, 32), grad=True)
+        torch._dynamo.reset()
         run("miss", model, torch.compile(model, backend="tuner"), torch.randn(16, 32))
     ''', cli_env(TUNER_DB=url, TUNER_EXPLAIN="1"), tmp_path)
 
     assert report["tuner_imported"] is False
     hit = report["hit"]["compiles"]
-    # freezing is not a backend's to apply: it applies the config measured without freezing
-    assert dict(map(tuple, hit[0]["patches"])) == UNFROZEN
-    assert hit[-1]["max_fusion_size"] == 16 and hit[-1]["freezing"] is False  # in effect while Inductor compiles
+    # grad off: the backend freezes itself, the weights bound as constants (get_attr) in one trace
+    assert dict(map(tuple, hit[0]["patches"])) == STORED
+    assert hit[-1]["max_fusion_size"] == 8 and hit[-1]["freezing"] is True  # in effect while Inductor compiles
+    assert hit[0]["get_attr"] > 0
     assert report["hit"]["err"] < 1e-4
+    # grad on: another graph (keys carry the grad mode, and freezing is for inference only): a miss
+    grad = report["grad"]["compiles"]
+    assert grad and all(c["patches"] == [] and c["freezing"] is False for c in grad)
+    assert report["grad"]["err"] < 1e-4
     miss = report["miss"]["compiles"]
     assert all(c["patches"] == [] and c["max_fusion_size"] == 64 for c in miss)
     assert report["miss"]["err"] < 1e-4
 
     logs = [ln for ln in stderr.splitlines() if ln.startswith("LOG ")]
-    assert len([ln for ln in logs if "miss:" in ln]) == 1, logs
+    assert len([ln for ln in logs if "miss:" in ln]) == 2, logs
     assert len([ln for ln in logs if f"key {workload.graphs[0].key[:12]}): exact hit" in ln]) == 1, logs
-    assert len([ln for ln in logs if "applying max_fusion_size=16, measured without freezing" in ln]) == 1, logs
+    assert not [ln for ln in logs if "measured without freezing" in ln], logs
     assert not [ln for ln in logs if "WARNING" in ln] and "LookupWarning" not in stderr
     # TUNER_EXPLAIN=1: the decision per graph, printed once per graph
     assert len(re.findall(r"^tuner: graph \d+: exact hit", stderr, re.M)) == 1
-    assert len(re.findall(r"^tuner: graph \d+: miss", stderr, re.M)) == 1
-    assert 'applies with backend="tuner": max_fusion_size=16, measured without freezing' in stderr
+    assert len(re.findall(r"^tuner: graph \d+: miss", stderr, re.M)) == 2
+    assert "applies: max_fusion_size=8, freezing=True (inference only" in stderr
     assert f"nearest: graph {workload.graphs[0].key}" in stderr                # the miss names the batch-8 graph
     assert "float32[16,32] here, float32[8,32] there" in stderr
 
 
 @pytest.mark.slow
-def test_tuner_compile_applies_freezing_and_install_the_config_measured_without(seeded, tmp_path: Path) -> None:
+def test_tuner_compile_and_install_apply_freezing_in_one_trace(seeded, tmp_path: Path) -> None:
     url, _, _ = seeded
     report, stderr = run_probe('''
         import tuner
@@ -179,12 +186,12 @@ def test_tuner_compile_applies_freezing_and_install_the_config_measured_without(
     ''', cli_env(TUNER_DB=url), tmp_path)
 
     frozen = report["compile"]["compiles"]
-    # first call: the graph ran uncompiled; second call: re-traced with parameters as constants
-    assert frozen and all(c["get_attr"] > 0 for c in frozen)
+    # the first call compiles frozen (parameters bound as constants); later calls compile nothing
+    assert len(frozen) == 1 and frozen[0]["get_attr"] > 0
     assert frozen[-1]["freezing"] is True and frozen[-1]["max_fusion_size"] == 8
     assert report["compile"]["err"] < 1e-4
     installed = report["install"]["compiles"]
-    assert installed[-1]["max_fusion_size"] == 16 and installed[-1]["freezing"] is False
+    assert installed[-1]["max_fusion_size"] == 8 and installed[-1]["freezing"] is True
     assert report["install"]["err"] < 1e-4
     assert "LookupWarning" not in stderr
 
@@ -218,11 +225,11 @@ def test_user_mode_and_options_are_the_base_and_the_stored_config_wins(seeded, m
             torch._dynamo.reset()
             torch.compile(tiny_mlp.get_model(), backend=TunerBackend(lookup=lookup), **how)(torch.randn(8, 32))
     torch._dynamo.reset()
-    # grad off but not traced frozen: the config measured without freezing (UNFROZEN) applies
+    # the stored config (freezing included: grad is off) on top of the user's mode or options
     assert received == [{"max_autotune": True, "coordinate_descent_tuning": True,   # the user's mode
-                         "max_fusion_size": 16},                                    # plus the stored knob
+                         "max_fusion_size": 8, "freezing": True},                   # plus the stored knobs
                         {"epilogue_fusion": False,                                  # the user's option stays
-                         "max_fusion_size": 16}]                                    # stored beats the user's 32
+                         "max_fusion_size": 8, "freezing": True}]                   # stored beats the user's 32
 
 
 
@@ -298,8 +305,7 @@ def test_explain_names_the_tier(seeded, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = run_explain(str(TINY), settings_url=url, capsys=capsys)
     assert code == 0
     assert "graph 0: exact hit" in out and workload.graphs[0].key in out
-    assert "applies: max_fusion_size=8, freezing=True (tuner.compile" in out
-    assert 'applies with backend="tuner": max_fusion_size=16, measured without freezing' in out
+    assert "applies: max_fusion_size=8, freezing=True (inference only" in out
 
 
 def test_explain_on_a_miss_names_the_nearest_keys(seeded, tmp_path: Path,

@@ -113,10 +113,10 @@ def test_backend_choice_needs_the_same_precision() -> None:
 
     decision = Decision(graph_key="g", platform=None, tier=Tier.EXACT, config=compile_config(AUTOCAST), reason="")
     for opted in ("fp32", "bf16"):
-        choice = backend_choice(decision, traced_frozen=False, precision=opted)
+        choice = backend_choice(decision, can_freeze=False, precision=opted)
         assert choice.applies is Applies.NOT_OPTED_IN and choice.config.is_default
         assert "opt in with options={'precision': 'bf16-autocast'}" in choice.note
-    assert backend_choice(decision, traced_frozen=False, precision="bf16-autocast").config.precision == "bf16-autocast"
+    assert backend_choice(decision, can_freeze=False, precision="bf16-autocast").config.precision == "bf16-autocast"
 
 
 def test_the_exchange_allow_list_takes_precision() -> None:

@@ -185,9 +185,9 @@ def test_tuner_kernels_lists_the_harvested_kernels_by_family_and_graph(tmp_path:
 
 @pytest.mark.slow
 def test_a_freezing_config_is_fed_under_the_key_its_trial_harvested(tmp_path: Path, monkeypatch) -> None:
-    """A freezing trial traces its graph with parameters as constants, and so does the lookup's
-    frozen re-trace (not the first, plain trace the stored config is keyed by): the feed must read
-    the kernels under the frozen graph's own key, which is the trial's. No GPU builds kernels here,
+    """A freezing trial and the lookup both freeze in the backend (`tuner.inductor.freezing`), on the
+    graph Dynamo traces anyway: the trial harvests its kernels under that graph's key, which is the
+    key the stored config has, and the feed reads them under it. No GPU builds kernels here,
     so the kernels a compile builds are stood in for (one object per compile) and the backend's
     feed is observed, not run (it acts on CUDA graphs only)."""
     import torch
@@ -232,7 +232,7 @@ def test_a_freezing_config_is_fed_under_the_key_its_trial_harvested(tmp_path: Pa
     again = load_model_file(model, seed=0)
     with torch.no_grad():
         tuned = tuner.compile(again.model, db=url)
-        again.call(tuned)                   # phase 1: decides, runs uncompiled
-        again.call(tuned)                   # phase 2: the frozen re-trace, compiled with the stored config
+        again.call(tuned)                   # frozen at the first call, with the stored config
+        again.call(tuned)
     assert fed_keys == [trial_key], (fed_keys, trial_key)
-    assert trial_key != workload.graphs[0].key      # the stored config's key is the plain trace's
+    assert trial_key == workload.graphs[0].key      # one key: the stored config's, the trial's, the feed's

@@ -3,14 +3,14 @@
 Used by trial processes, by confirmation, and by the compile-time backend:
 `compile_config(params)` -> `CompileConfig` -> `make_backend(config)` (a Dynamo backend
 that calls Inductor's `compile_fx` with the config as per-graph patches), plus
-`trace_context(config)` around the call that makes Dynamo trace, for freezing.
+`trace_context(config)` around the call that makes Dynamo trace (freezing's grad check).
 `compile_model` puts the three together.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 from tuner.errors import SpaceError, UsageError
@@ -85,23 +85,33 @@ def inductor_patches(config: CompileConfig, *, user_patches: Mapping[str, Any] |
     return merged
 
 
-def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | None = None,
+                 thaw: "Callable[[Any, Any], Callable] | None" = None) -> Callable[..., Any]:
     """A Dynamo backend `(gm, example_inputs) -> compiled callable` that compiles with `config`.
 
     Each graph goes through `torch._inductor.compile_fx.compile_fx(gm, example_inputs,
     config_patches=...)`, with `user_patches` (and any `options=` / `mode=` torch.compile
     passes to the backend) underneath the stored config, and `torch._functorch.config`
     patched around it when the config has functorch knobs. The global Inductor config is
-    left untouched. Freezing also needs `trace_context(config)` around the first call. A
-    `precision` other than fp32 is applied to each graph by `tuner.precision.compile_with_precision`.
+    left untouched. A `precision` other than fp32 is applied to each graph by
+    `tuner.precision.compile_with_precision`.
+
+    With `config.freezing` and grad disabled, a graph that takes a module's parameters or
+    buffers as inputs is frozen here, in one trace (`tuner.inductor.freezing`): the result is a
+    `FrozenGraph`, which re-freezes when the weights change and runs the thawed compile with grad
+    enabled. `thaw(gm, example_inputs)` compiles that thawed graph; by default the same config
+    without freezing. A graph Dynamo traced under `prepare_freezing` (weights already attributes)
+    is compiled with the freezing patch as it is.
     """
     functorch = dict(config.functorch)
 
     def tuner_compile(gm: Any, example_inputs: Any, *, options: Mapping[str, Any] | None = None,
                       mode: str | None = None, **_: Any) -> Any:
+        import torch
         import torch._functorch.config as functorch_config
         from torch._inductor import compile_fx as inductor_compile_fx
 
+        from tuner.inductor.freezing import FrozenGraph, static_inputs
         from tuner.inductor.triton_choices import attributing
         from tuner.search_spaces import mode_options
         from tuner.workload import fingerprint_graph
@@ -111,13 +121,22 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
         user.update(user_patches or {})
         patches = inductor_patches(config, user_patches=user)
 
-        def compile_graph(graph: Any) -> Any:
-            with functorch_config.patch(functorch) if functorch else contextlib.nullcontext():
-                return inductor_compile_fx.compile_fx(graph, example_inputs, config_patches=patches)
+        def compile_graph(graph: Any, inputs: Any) -> Any:
+            def inductor(g: Any) -> Any:
+                with functorch_config.patch(functorch) if functorch else contextlib.nullcontext():
+                    return inductor_compile_fx.compile_fx(g, inputs, config_patches=patches)
 
-        # Inside a trial's harvest (tuner.inductor.triton_choices), the kernels this compile builds are this graph's.
-        with attributing(lambda: fingerprint_graph(gm, list(example_inputs)).key):
-            return compile_with_precision(config.precision, gm, example_inputs, compile_graph)
+            # Inside a trial's harvest (tuner.inductor.triton_choices), the kernels this compile builds are this graph's.
+            with attributing(lambda: fingerprint_graph(gm, list(example_inputs)).key):
+                return compile_with_precision(config.precision, graph, inputs, inductor)
+
+        positions = static_inputs(gm) if config.freezing and not torch.is_grad_enabled() else []
+        if not positions:
+            return compile_graph(gm, example_inputs)
+        thawed = thaw or (lambda g, inputs: make_backend(replace(config, freezing=False), user_patches=user_patches)(
+            g, inputs, options=options, mode=mode))
+        inputs = list(example_inputs)
+        return FrozenGraph(gm, inputs, positions, compile_graph, lambda: thawed(gm, inputs))
 
     tuner_compile.config = config  # type: ignore[attr-defined]
     return tuner_compile
@@ -127,27 +146,20 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
 def trace_context(config: CompileConfig) -> Iterator[None]:
     """Wrap the call that makes Dynamo trace (the compiled model's first call).
 
-    With `config.freezing` it sets `torch._dynamo.config.patch(prepare_freezing=True)`, so
-    Dynamo installs parameters as graph constants; `make_backend` adds Inductor's
-    `freezing=True` patch, which then folds them (`_frozen_param*` constants, mkldnn/mkl
-    prepacked weights on CPU). Both halves are needed; verified on torch 2.13 CPU:
-      - prepare_freezing only: parameters become attributes but Inductor does not freeze;
-      - freezing patch only: Inductor's freeze pass runs but has no constants to fold;
-      - both, under no_grad: `_frozen_param*` in the generated code, output as eager.
-    Freezing is for inference only: with grad enabled this raises UsageError. Without
-    freezing it does nothing.
+    Freezing is for inference only: with `config.freezing` and grad enabled this raises
+    UsageError. Nothing else: `make_backend` freezes in the backend itself
+    (`tuner.inductor.freezing`), in the trace Dynamo makes anyway, so a trial measures the
+    freezing that `backend="tuner"` applies. Without freezing it does nothing.
     """
     if not config.freezing:
         yield
         return
     import torch
-    import torch._dynamo.config as dynamo_config
 
     if torch.is_grad_enabled():
         raise UsageError("freezing is for inference only; call the model under torch.no_grad() "
                          "or torch.inference_mode(), or use a config without freezing")
-    with dynamo_config.patch(prepare_freezing=True):
-        yield
+    yield
 
 
 class CompiledModel:

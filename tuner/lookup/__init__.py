@@ -9,7 +9,7 @@ compiles through `tuner.inductor` with what was measured; `explain_graph` words 
 defaults and says so once (`LookupWarning`). `api` (`tuner.compile`, `tuner.install`) is listed
 but imported only when used: it loads torch, and `import tuner.lookup` does not.
 """
-from tuner.lookup.backend import FreezingPlan, TunerBackend, tuner_backend
+from tuner.lookup.backend import TunerBackend, tuner_backend
 from tuner.lookup.decision import (NO_UNFROZEN, Applies, Decision, StoredElsewhere, Tier, backend_choice, decide_tier,
                                    short, unfrozen_label)
 from tuner.lookup.dispatch import Dispatcher, bind
@@ -22,7 +22,6 @@ __all__ = [
     "Decision",
     "Dispatcher",
     "Explanation",
-    "FreezingPlan",
     "GraphLookup",
     "Lookup",
     "LookupWarning",

@@ -1,50 +1,28 @@
 """`tuner.compile` and `tuner.install`: the tuned `torch.compile`, from Python.
 
-`tuner.compile(model)` is `torch.compile(model, backend="tuner")` plus the one thing a
-backend cannot do: a stored config that turns **freezing** on. Dynamo decides whether
-parameters are constants while it traces, before any backend runs, and the graph key that
-says which config applies is only known once the backend sees the graph. So:
-
-1. The first call made with grad disabled is traced normally. Each graph is looked up by
-   its key. A graph whose stored config turns freezing on runs uncompiled for this call
-   (the Dynamo graph, executed eagerly: same result, no compile spent on it).
-2. The next call with grad disabled goes through a second `torch.compile` of the same
-   model (its own backend instance, so Dynamo traces again) inside
-   `compiler.trace_context` (Dynamo's `prepare_freezing`): parameters become constants and
-   Inductor freezes them. The frozen graphs have other keys than the stored ones, so the
-   n-th frozen graph gets the config decided for the n-th graph of step 1. Later no-grad
-   calls go to that frozen model directly, with no per-call cost.
-When no graph of the first no-grad call wants freezing (the usual case), step 2 never
-happens and `tuner.compile` costs what `backend="tuner"` costs.
-
-Limits: freezing follows the graphs of the first no-grad call. Graphs Dynamo traces later
-(new shapes, new code paths) are ordinary traces: looked up by their own keys and given
-what `backend="tuner"` gives them (the config measured without freezing). Calls with grad
-enabled never freeze (freezing is for inference only) and use the first compiled model.
-Freezing assumes the weights do not change: the frozen model keeps the values it saw at its
-first call, exactly as with Inductor's own `freezing`. `db=` gives the model its own lookup, which warns
-(once) on its own.
+`tuner.compile(model)` is `torch.compile(model, backend="tuner")` with the backend's
+settings as arguments: `db=` (this model's own database, whose lookup warns once on its own)
+and `precision=`. Freezing needs nothing more: the backend itself applies a stored config that
+turns freezing on, on graphs compiled with grad disabled (`tuner.inductor.freezing`: one trace,
+weights bound as constants, re-frozen or run unfrozen when they change, the config measured
+without freezing when grad is enabled). `tuner.compile` and `backend="tuner"` share that one
+implementation.
 
 `tuner.install()` routes a plain `torch.compile(model)` to the `tuner` backend for this
-process (`torch.compiler.set_default_backend`); that is the backend path, so beside a
-freezing config it applies the config measured without freezing (`tuner.lookup.backend_choice`).
+process (`torch.compiler.set_default_backend`).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 from typing import Any, Callable, Mapping
 
 import torch
 
-from tuner.inductor import CompileConfig, trace_context
-from tuner.lookup.backend import FreezingPlan, TunerBackend
+from tuner.lookup.backend import TunerBackend
 from tuner.lookup.lookup import Lookup
 from tuner.precision import OPTION, get_precision, split_option
 from tuner.settings import Settings
-
-_FREEZE = CompileConfig(freezing=True)
 
 
 def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapping[str, Any] | None = None,
@@ -66,7 +44,8 @@ def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapp
         options = {**(options or {}), OPTION: get_precision(precision).name}
     split_option(options)                  # an unknown precision is the caller's mistake, said here
     lookup = None if db is None else Lookup(dataclasses.replace(Settings.from_env(), db_url=db))
-    runner = _Runner(model, mode=mode, options=options, dynamic=dynamic, fullgraph=fullgraph, lookup=lookup)
+    backend = TunerBackend(mode=mode, options=options, lookup=lookup)
+    runner = torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
     if isinstance(model, torch.nn.Module):
         return TunedModule(model, runner)
 
@@ -80,61 +59,11 @@ def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapp
 def install() -> None:
     """Make a plain `torch.compile(model)` use the `tuner` backend in this process.
 
-    Same as passing `backend="tuner"` everywhere: stored configs apply, freezing ones by
-    their measured alternative without freezing.
+    Same as passing `backend="tuner"` everywhere: stored configs apply, freezing included on
+    graphs compiled with grad disabled.
     Undo with `torch.compiler.set_default_backend(None)`.
     """
     torch.compiler.set_default_backend("tuner")
-
-
-class _Runner:
-    """Routes calls to the normal compiled model, or after a freezing request to the frozen one."""
-
-    def __init__(self, model: Callable[..., Any], *, mode: str | None, options: Mapping[str, Any] | None,
-                 dynamic: bool | None, fullgraph: bool, lookup: Lookup | None) -> None:
-        self._model = model
-        self._kw: dict[str, Any] = dict(dynamic=dynamic, fullgraph=fullgraph)
-        self._mode, self._options, self._lookup = mode, options, lookup
-        self.plan = FreezingPlan()
-        self.compiled = self._compile()
-        self.frozen: Callable[..., Any] | None = None
-        self._probed = False            # the first no-grad call has run (phase 1)
-        self._frozen_traced = False     # the frozen model's first call has run (phase 2)
-        self._lock = threading.Lock()
-
-    def _compile(self) -> Callable[..., Any]:
-        """A torch.compile of the model with its own backend instance: Dynamo keeps compiled
-        code per backend, so a second one traces again (under trace_context, frozen)."""
-        backend = TunerBackend(mode=self._mode, options=self._options, lookup=self._lookup,
-                               freezing=self.plan)
-        return torch.compile(self._model, backend=backend, **self._kw)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if torch.is_grad_enabled():
-            return self.compiled(*args, **kwargs)
-        if self._frozen_traced:
-            return self.frozen(*args, **kwargs)          # type: ignore[misc]
-        if self._probed and self.frozen is None:
-            return self.compiled(*args, **kwargs)
-        with self._lock:
-            if self._frozen_traced or (self._probed and self.frozen is None):
-                return self(*args, **kwargs)
-            if self.frozen is not None:
-                # Only this call runs inside trace_context: entering it costs ~0.25 ms, too much per
-                # call. Later traces (new shapes) are ordinary ones, looked up by their own keys.
-                with trace_context(_FREEZE):
-                    out = self.frozen(*args, **kwargs)
-                self._frozen_traced = True
-                return out
-            self.plan.probing = True
-            try:
-                out = self.compiled(*args, **kwargs)
-            finally:
-                self.plan.probing = False
-                self._probed = True
-            if self.plan.requested:
-                self.frozen = self._compile()
-        return out
 
 
 class TunedModule(torch.nn.Module):
@@ -144,7 +73,7 @@ class TunedModule(torch.nn.Module):
     and `.to()` reach it); other attributes are looked up on it.
     """
 
-    def __init__(self, mod: torch.nn.Module, runner: _Runner) -> None:
+    def __init__(self, mod: torch.nn.Module, runner: Callable[..., Any]) -> None:
         super().__init__()
         self._orig_mod = mod
         object.__setattr__(self, "_tuner_runner", runner)   # not a submodule: no duplicate parameters

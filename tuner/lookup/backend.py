@@ -21,11 +21,13 @@ A stored config whose precision is not fp32 (`tuner search --precision`) applies
 the compile call opted in to that precision, `options={"precision": "bf16-autocast"}` (the
 backend takes that key out before Inductor sees the options); elsewhere the graph gets
 Inductor's defaults, and the backend says why once per process (a WARNING on `tuner.lookup`).
-Freezing is decided by Dynamo before any backend runs, so this plain backend cannot turn it
-on: beside a stored config that needs freezing it applies the config measured without
-freezing (`BestConfig.unfrozen_params`), or Inductor's defaults where none was measured (a
-row from before that field), and then says why once per process at INFO.
-`tuner.compile` (see `tuner.lookup.api`) applies the freezing config itself.
+A stored config that turns freezing on applies, freezing included, to a graph compiled with
+grad disabled (`torch.no_grad()` or `torch.inference_mode()`): the backend binds the graph's
+parameter and buffer inputs as constants itself (`tuner.inductor.freezing`) and re-freezes or
+runs unfrozen when the weights change. With grad enabled it applies the config measured without
+freezing (`BestConfig.unfrozen_params`), or Inductor's defaults where none was measured, and
+says why once per process at INFO. Every compile under a stored config is guarded
+(`tuner.lookup.fallback`): a config that fails here gives Inductor's defaults and one warning.
 
 Logging: one INFO line per graph on the `tuner.lookup` logger (hit or miss; silent by
 default, since Python's default level is WARNING). `TUNER_EXPLAIN=1` prints the full
@@ -41,10 +43,11 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from tuner.errors import UsageError
-from tuner.lookup.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short
-from tuner.lookup.explanation import Explanation, explain_graph, print_explanation
+from tuner.lookup.decision import NO_UNFROZEN, Applies, Choice, Decision, Tier, backend_choice, short
+from tuner.lookup.explanation import Explanation, config_text, explain_graph, print_explanation
+from tuner.lookup.fallback import compile_stored
 from tuner.lookup.lookup import GraphLookup, Lookup, process_lookup
-from tuner.precision import FP32, split_option
+from tuner.precision import split_option
 
 if TYPE_CHECKING:
     import torch.fx
@@ -63,17 +66,16 @@ _said_precision = False
 class TunerBackend:
     """A Dynamo backend that looks up and applies stored configs.
 
-    `tuner_backend` (the entry point) is the plain instance. `tuner.compile` makes its own
-    instances with a `FreezingPlan`, which lets a stored freezing config take effect.
-    `lookup` defaults to the process-wide `tuner.lookup.process_lookup()`.
+    `tuner_backend` (the entry point) is the plain instance; `tuner.compile` makes its own, with
+    its own `lookup` where `db=` is given. `lookup` defaults to the process-wide
+    `tuner.lookup.process_lookup()`.
     """
 
     def __init__(self, *, mode: str | None = None, options: Mapping[str, Any] | None = None,
-                 lookup: Lookup | None = None, freezing: "FreezingPlan | None" = None) -> None:
+                 lookup: Lookup | None = None) -> None:
         self.mode = mode
         self.options = dict(options) if options else None
         self._lookup = lookup
-        self.freezing = freezing
         self._index = itertools.count()
 
     @property
@@ -81,6 +83,8 @@ class TunerBackend:
         return self._lookup if self._lookup is not None else process_lookup()
 
     def __call__(self, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any], **kwargs: Any) -> Callable:
+        import torch
+
         mode = kwargs.pop("mode", self.mode)
         options = kwargs.pop("options", self.options)
         if kwargs:
@@ -88,115 +92,96 @@ class TunerBackend:
                              f"pass Inductor settings as options={{...}}")
         precision, options = split_option(options)
         index = next(self._index)
-        decision = self.freezing.decision_for_frozen_trace() if self.freezing is not None else None
-        explanation, note = None, "frozen re-trace, decided from the first call"
-        fingerprint: "GraphFingerprint | None" = None
-        if decision is None:
-            lookup, note = self.lookup, ""
-            found = lookup.decide_graph(gm, example_inputs, index=index)
-            decision, fingerprint = found.decision, found.fingerprint
-            explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
-            if self.freezing is not None and self.freezing.probe(decision, precision=precision):
-                _report(index, decision, explanation,
-                        note="runs uncompiled this once; compiled with freezing from the next call")
-                return gm.forward
-            if decision.tier is Tier.MISS and found.fingerprint is not None and decision.platform is not None:
-                dispatcher = _per_bucket(lookup, gm, example_inputs, found.fingerprint, decision.platform, index,
-                                         mode=mode, options=options, precision=precision)
-                if dispatcher is not None:      # a dynamic graph of tuned shape buckets (tuner.lookup.dispatch)
-                    return dispatcher
-        choice = backend_choice(decision, traced_frozen=_traced_frozen(), precision=precision)
-        _report(index, decision, explanation, note="; ".join(n for n in (note, choice.note) if n))
+        lookup = self.lookup
+        found = lookup.decide_graph(gm, example_inputs, index=index)
+        decision, fingerprint = found.decision, found.fingerprint
+        explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
+        build = _Build(lookup, gm, example_inputs, index, mode, options, precision)
+        if decision.tier is Tier.MISS and fingerprint is not None and decision.platform is not None:
+            dispatcher = _per_bucket(build, fingerprint, decision.platform)
+            if dispatcher is not None:      # a dynamic graph of tuned shape buckets (tuner.lookup.dispatch)
+                return dispatcher
+        choice = backend_choice(decision, can_freeze=not torch.is_grad_enabled(), precision=precision)
+        _report(index, decision, explanation, note=choice.note)
         if choice.applies is Applies.UNMEASURED:
             _say_unmeasured_once(decision)
         if choice.applies is Applies.NOT_OPTED_IN:
             _say_not_opted_in_once(decision, choice.note)
-        if choice.applies is Applies.EAGER:
-            return gm.forward
+        return build.compiled(decision, choice, gm, fingerprint)
+
+
+class _Build:
+    """How one graph handed to the backend gets compiled: under a stored choice (guarded by
+    `tuner.lookup.fallback`, with the GEMM and Triton feeds), or with the user's own mode and
+    options only (Inductor's defaults)."""
+
+    def __init__(self, lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any], index: int,
+                 mode: str | None, options: Mapping[str, Any] | None, precision: str) -> None:
+        self.lookup, self.gm, self.inputs, self.index = lookup, gm, example_inputs, index
+        self.mode, self.options, self.precision = mode, options, precision
+
+    def defaults(self, gm: "torch.fx.GraphModule") -> Callable:
+        from tuner.inductor import CompileConfig, make_backend
+
+        return make_backend(CompileConfig())(gm, self.inputs, mode=self.mode, options=self.options)
+
+    def compiled(self, decision: Decision, choice: Choice, gm: "torch.fx.GraphModule",
+                 fingerprint: "GraphFingerprint | None") -> Callable:
+        """The compiled graph `gm` (this graph, or a per-bucket copy of it) under `choice`."""
         from tuner.inductor import make_backend
 
-        kernels = _triton_feed(self.lookup, decision, choice.config, index,
-                               graph_key=_own_key(self.lookup, gm, example_inputs, fingerprint, index))
-        with _gemm_feed(self.lookup, decision, choice.config, index):
-            return make_backend(choice.config, user_patches=kernels)(gm, example_inputs, mode=mode, options=options)
+        if choice.applies is Applies.EAGER:
+            return gm.forward
+        if choice.config.is_default:
+            return self.defaults(gm)
+        thaw = None
+        if choice.config.freezing:      # with grad enabled (or weights that keep changing): measured without
+            thawed = backend_choice(decision, can_freeze=False, precision=self.precision)
+            thaw = (lambda g, inputs: g.forward) if thawed.applies is Applies.EAGER else (
+                lambda g, inputs: make_backend(thawed.config)(g, inputs, mode=self.mode, options=self.options))
+
+        def stored() -> Callable:
+            kernels = _triton_feed(self.lookup, decision, choice.config, self.index,
+                                   graph_key=_own_key(self.lookup, gm, self.inputs, fingerprint, self.index))
+            with _gemm_feed(self.lookup, decision, choice.config, self.index):
+                return make_backend(choice.config, user_patches=kernels, thaw=thaw)(
+                    gm, self.inputs, mode=self.mode, options=self.options)
+
+        what = f"graph {self.index} (key {short(decision.graph_key)}: {config_text(choice.config)})"
+        return compile_stored(f"{decision.graph_key} {choice.config!r}", what, stored,
+                              lambda: self.defaults(gm), self.lookup.warn_once)
 
 
-class FreezingPlan:
-    """How one `tuner.compile`d model gets a stored freezing config applied.
-
-    Phase 1 (the first call with grad off, traced normally): each graph is looked up by its key. If a
-    graph's config turns freezing on and grad is off, that graph runs uncompiled for this
-    one call (`probe`) and the plan asks for phase 2. Phase 2 (every later call, under
-    `trace_context`): Dynamo re-traces with parameters as constants; those graphs have
-    other keys than the stored ones, so the n-th frozen graph gets the n-th decision of
-    phase 1 (`decision_for_frozen_trace`). Graphs traced beyond them (new shapes) are
-    looked up by their own key, which misses for a frozen graph.
-    """
-
-    def __init__(self) -> None:
-        self.decisions: list[Decision] = []     # phase 1's graphs, in Dynamo's order
-        self.probing = False                    # set by tuner.compile around the first no-grad call
-        self.requested = False                  # some graph of that call wants freezing
-        self._frozen_seen = 0
-
-    def probe(self, decision: Decision, *, precision: str = FP32) -> bool:
-        """Phase 1: remember the decision; True when its graph should run uncompiled this once
-        because its config turns freezing on (and grad is off) in fp32 or the opted-in `precision`."""
-        import torch
-
-        if not self.probing or torch.is_grad_enabled():
-            return False
-        self.decisions.append(decision)
-        if decision.hit and decision.config.freezing and decision.config.precision in (FP32, precision):
-            self.requested = True
-            return True
-        return False
-
-    def decision_for_frozen_trace(self) -> Decision | None:
-        """Phase 2: the phase-1 decision for the graph Dynamo is tracing now, when it is a
-        frozen trace (prepare_freezing on, grad off) within phase 1's graph count."""
-        import torch
-        import torch._dynamo.config as dynamo_config
-
-        if not (self.requested and not self.probing and dynamo_config.prepare_freezing
-                and not torch.is_grad_enabled()):
-            return None
-        n, self._frozen_seen = self._frozen_seen, self._frozen_seen + 1
-        return self.decisions[n] if n < len(self.decisions) else None
-
-
-def _per_bucket(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any],
-                fingerprint: "GraphFingerprint", platform: "Platform", index: int, *, mode: str | None,
-                options: Mapping[str, Any] | None, precision: str) -> "Dispatcher | None":
+def _per_bucket(build: _Build, fingerprint: "GraphFingerprint", platform: "Platform") -> "Dispatcher | None":
     """For a graph with symbolic sizes that tuned shape buckets bind (`Lookup.bucket_decisions`):
     one copy of the graph per distinct config the buckets apply (`backend_choice` per bucket),
-    compiled now, and the `tuner.lookup.Dispatcher` that runs each call's nearest bucket.
-    None for a static graph or when no bucket binds (the graph is then a plain miss)."""
+    compiled now (each under `fallback`'s guard), and the `tuner.lookup.Dispatcher` that runs each
+    call's nearest bucket. None for a static graph or when no bucket binds (the graph is then a
+    plain miss)."""
     import copy
 
-    from tuner.inductor import make_backend
+    import torch
+
     from tuner.lookup.dispatch import Dispatcher, symbol_sites
 
     sites = symbol_sites(fingerprint.code)
-    buckets = lookup.bucket_decisions(fingerprint, platform) if sites else []
+    buckets = build.lookup.bucket_decisions(fingerprint, platform) if sites else []
     if not buckets:
         return None
     copies: list[Callable] = []
     copy_of: dict[str, int] = {}
     rows = []
     for sizes, bucket in buckets:
-        choice = backend_choice(bucket, traced_frozen=_traced_frozen(), precision=precision)
-        eager = choice.applies is Applies.EAGER
-        key = "eager" if eager else repr(choice.config)
+        choice = backend_choice(bucket, can_freeze=not torch.is_grad_enabled(), precision=build.precision)
+        key = "eager" if choice.applies is Applies.EAGER else repr(choice.config)
         if key not in copy_of:          # buckets that apply the same config share one compiled copy
             copy_of[key] = len(copies)
-            copies.append(gm.forward if eager else make_backend(choice.config)(
-                copy.deepcopy(gm), example_inputs, mode=mode, options=options))
+            copies.append(build.compiled(bucket, choice, copy.deepcopy(build.gm), fingerprint))
         rows.append((sizes, copy_of[key]))
     log.info("tuner: graph %d (key %s): symbolic sizes; %d tuned shape bucket(s) bind it (%s); %d compiled "
-             "copies, each call runs its nearest bucket's", index, short(fingerprint.key), len(rows),
+             "copies, each call runs its nearest bucket's", build.index, short(fingerprint.key), len(rows),
              "; ".join(b.reason.split(" of this dynamic graph")[0] for _, b in buckets), len(copies))
-    return Dispatcher(sites, rows, copies)
+    return Dispatcher(sites, rows, copies, warn=build.lookup.warn_once)
 
 
 def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation | None:
@@ -211,8 +196,7 @@ def _explanation(lookup: Lookup, found: GraphLookup, index: int) -> Explanation 
 def _own_key(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any],
              fingerprint: "GraphFingerprint | None", index: int) -> Callable[[], str | None]:
     """The key of the graph being compiled, computed on first use (None if that fails): the
-    lookup's fingerprint, or for a frozen re-trace (decided from the first call, so never
-    fingerprinted) its own, the key its kernels were harvested under in a freezing trial."""
+    lookup's fingerprint, or where that failed the graph's own (computed again, guarded)."""
     if fingerprint is not None:
         return lambda: fingerprint.key
 
@@ -265,23 +249,14 @@ def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", inde
                  index, short(decision.graph_key), feed.fed, feed.missed)
 
 
-def _traced_frozen() -> bool:
-    """Dynamo is tracing with parameters as constants (prepare_freezing, grad off): only then
-    can a config that needs freezing apply as stored."""
-    import torch
-    import torch._dynamo.config as dynamo_config
-
-    return bool(dynamo_config.prepare_freezing) and not torch.is_grad_enabled()
-
-
 def _say_unmeasured_once(decision: Decision) -> None:
     """Once per process, at INFO: why a graph whose stored config needs freezing got Inductor's defaults."""
     global _said_unmeasured
     with _once_lock:
         first, _said_unmeasured = not _said_unmeasured, True
     if first:
-        log.info("tuner: graph %s: %s(model) under torch.no_grad(). Until then backend=\"tuner\" compiles "
-                 "such graphs with Inductor's defaults", short(decision.graph_key), NO_UNFROZEN)
+        log.info("tuner: graph %s: %s. Until then backend=\"tuner\" compiles such graphs with Inductor's "
+                 "defaults when grad is enabled", short(decision.graph_key), NO_UNFROZEN)
 
 
 def _say_not_opted_in_once(decision: Decision, note: str) -> None:

@@ -24,9 +24,9 @@ Anything else is a miss: Inductor's defaults.
 
 `backend_choice` holds the other rule, also pure: what a backend does with a decided graph.
 It applies only a config that was measured as such: the eager verdict runs the graph
-uncompiled; a config that needs freezing applies only where Dynamo traced for freezing,
-and elsewhere the config measured without freezing beside it (or, when none was, Inductor's
-defaults). A config whose precision is not fp32 applies only where the compile call opted
+uncompiled; a config that needs freezing applies where the graph is compiled with grad
+disabled, and elsewhere the config measured without freezing beside it (or, when none was,
+Inductor's defaults). A config whose precision is not fp32 applies only where the compile call opted
 in to that same precision (`options={"precision": ...}`); elsewhere Inductor's defaults.
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Applies(str, enum.Enum):
 
     CONFIG = "config"            # compile with `Decision.config`: stored as measured, or defaults
     EAGER = "eager"              # eager won: run the graph uncompiled
-    UNFROZEN = "unfrozen"        # config needs freezing, trace not frozen: the config measured without
+    UNFROZEN = "unfrozen"        # config needs freezing, grad enabled: the config measured without
     UNMEASURED = "unmeasured"    # as UNFROZEN, but none was measured (an older row): Inductor's defaults
     NOT_OPTED_IN = "not-opted-in"  # the config changes precision and the call did not opt in: defaults
 
@@ -115,30 +115,30 @@ class Choice:
     note: str = ""
 
 
-NO_UNFROZEN = ("the stored config needs freezing, and no config without freezing was measured for it; "
-               "re-run `tuner search` or use tuner.compile")
+NO_UNFROZEN = ("the stored config needs freezing (inference only), and no config without freezing was measured "
+               "for it; call the model under torch.no_grad() or re-run `tuner search`")
 
 
-def backend_choice(decision: Decision, *, traced_frozen: bool, precision: str = FP32) -> Choice:
+def backend_choice(decision: Decision, *, can_freeze: bool, precision: str = FP32) -> Choice:
     """Which config a backend applies to the graph of `decision`: what `_measured_choice` picks,
     unless that config's precision is neither fp32 nor `precision` (the one the compile call
     opted in to): then Inductor's defaults (NOT_OPTED_IN, the note says how to opt in)."""
     from tuner.inductor import CompileConfig
 
-    choice = _measured_choice(decision, traced_frozen=traced_frozen)
+    choice = _measured_choice(decision, can_freeze=can_freeze)
     if choice.config.precision in (FP32, precision):
         return choice
     return Choice(Applies.NOT_OPTED_IN, CompileConfig(),
                   f"{opt_in_hint(choice.config.precision)}; applying Inductor's defaults")
 
 
-def _measured_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
+def _measured_choice(decision: Decision, *, can_freeze: bool) -> Choice:
     """Which config a backend applies to the graph of `decision`; the backend never applies a
     config that was not measured as such.
 
-    `traced_frozen`: Dynamo traced this graph for freezing (prepare_freezing, grad off), which
-    only `tuner.compile` arranges. An eager verdict runs uncompiled (EAGER). A config that needs
-    freezing applies as stored only on a frozen trace; elsewhere `decision.unfrozen` applies
+    `can_freeze`: the graph is compiled with grad disabled, so freezing (inference only) can
+    apply (`tuner.inductor.freezing`). An eager verdict runs uncompiled (EAGER). A config that needs
+    freezing applies as stored only where it can freeze; elsewhere `decision.unfrozen` applies
     (EAGER instead where the stored verdict says eager beat every config without freezing)
     (measured beside it; `CompileConfig()` when Inductor's defaults won among configs without
     freezing), or Inductor's defaults when none was measured (UNMEASURED, note NO_UNFROZEN).
@@ -148,16 +148,16 @@ def _measured_choice(decision: Decision, *, traced_frozen: bool) -> Choice:
 
     if decision.eager:
         return Choice(Applies.EAGER, CompileConfig(), "no Inductor compile")
-    if not decision.config.freezing or traced_frozen:
+    if not decision.config.freezing or can_freeze:
         return Choice(Applies.CONFIG, decision.config)
     if decision.unfrozen is None:
         return Choice(Applies.UNMEASURED, CompileConfig(), f"{NO_UNFROZEN}; applying Inductor's defaults")
     if decision.best is not None and decision.best.unfrozen_eager:
         return Choice(Applies.EAGER, CompileConfig(),
-                      "the stored config needs freezing, which only tuner.compile applies; without it, eager "
-                      "beat every config measured: runs uncompiled")
+                      "the stored config needs freezing, which applies only with grad disabled; without it, "
+                      "eager beat every config measured: runs uncompiled")
     return Choice(Applies.UNFROZEN, decision.unfrozen,
-                  f"the stored config needs freezing, which only tuner.compile applies; applying "
+                  f"the stored config needs freezing, which applies only with grad disabled; applying "
                   f"{unfrozen_label(decision.best)}")
 
 

@@ -25,6 +25,7 @@ from tuner.workload import closest
 
 __all__ = ["Dispatcher", "SymbolSite", "bind", "skeleton", "symbol_sites"]
 
+MAX_SIZE = 2**40            # no tensor dimension is larger; keeps the ratios of `closest` finite
 _LINE = re.compile(r"^%\d+ = (\w+) ([^(]*)\(.*?(?: :: (.*))?$")
 _TENSOR = re.compile(r"^T\(\[([^\]]*)\] (.*)\)$")
 _SYMBOL = re.compile(r"^[a-z]+[0-9]+$")
@@ -115,6 +116,8 @@ def bind(dynamic: str, static: str) -> dict[str, int] | None:
         if len(shape) != len(fixed) or not all(n.isdigit() for n in fixed):
             return None
         for token, n in zip(shape, fixed):
+            if int(n) > MAX_SIZE:       # a stored text with an absurd size binds nothing
+                return None
             if _SYMBOL.match(token):
                 if sizes.setdefault(token, int(n)) != int(n):
                     return None
@@ -126,15 +129,19 @@ def bind(dynamic: str, static: str) -> dict[str, int] | None:
 class Dispatcher:
     """The compiled callable of a dynamic graph with per-bucket copies: each call runs the copy of
     the bucket nearest to its sizes. `buckets` holds each bucket's sizes by symbol and the index of
-    its copy in `copies`. The choice per distinct size tuple is remembered."""
+    its copy in `copies`. The choice per distinct size tuple is remembered. Choosing never raises
+    into the user's call: on any error the call runs copy 0 (the first bucket's, compiled for
+    every size of this dynamic graph) and `warn` says so once."""
 
     def __init__(self, sites: Sequence[SymbolSite], buckets: Sequence[tuple[dict[str, int], int]],
-                 copies: Sequence[Callable[..., Any]]) -> None:
+                 copies: Sequence[Callable[..., Any]], *, warn: Callable[[str], None] | None = None) -> None:
         self.sites = tuple(sites)
         self._sizes = [[sizes[site.symbol] for site in self.sites] for sizes, _ in buckets]
         self._copy_of = [copy for _, copy in buckets]
         self.copies = tuple(copies)
         self._chosen: dict[tuple[int, ...], int] = {}
+        self._warn = warn
+        self._warned = False
         self.calls = [0] * len(buckets)     # calls per bucket, for logs and tests
 
     def bucket_for(self, sizes: tuple[int, ...]) -> int:
@@ -146,7 +153,14 @@ class Dispatcher:
         return found
 
     def __call__(self, *args: Any) -> Any:
-        sizes = tuple(int(args[site.placeholder].shape[site.dim]) for site in self.sites)
-        bucket = self.bucket_for(sizes)
+        try:
+            sizes = tuple(int(args[site.placeholder].shape[site.dim]) for site in self.sites)
+            bucket = self.bucket_for(sizes)
+        except Exception as exc:  # noqa: BLE001 - choosing a bucket must never break the user's call
+            bucket = 0
+            if not self._warned and self._warn is not None:
+                self._warned = True
+                self._warn(f"tuner: could not choose a shape bucket for a call ({type(exc).__name__}: {exc}); "
+                           f"running the first bucket's compiled copy. Fix: re-run `tuner search --shapes`")
         self.calls[bucket] += 1
         return self.copies[self._copy_of[bucket]](*args)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tuner.errors import StorageError
-from tuner.lookup.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short, unfrozen_label
+from tuner.lookup.decision import Decision, Tier, short
 from tuner.precision import FP32, opt_in_hint
 
 if TYPE_CHECKING:
@@ -153,8 +153,9 @@ def format_explanation(exp: Explanation, *, note: str = "") -> str:
 
 
 def applies_lines(d: Decision) -> list[str]:
-    """What each entry point applies to the graph: one "applies:" line, two where the
-    stored config needs freezing (tuner.compile applies it, backend="tuner" cannot)."""
+    """What backend="tuner" (and tuner.compile, the same backend) applies to the graph, as one
+    "applies:" line. A freezing config applies as stored, freezing included: its graph's key
+    carries grad=0, so the graph is compiled with grad disabled (`tuner.inductor.freezing`)."""
     if d.eager:
         return ["  applies: nothing: eager won: runs uncompiled (no Inductor compile)"]
     if not d.hit:
@@ -162,15 +163,12 @@ def applies_lines(d: Decision) -> list[str]:
     if d.config.is_default:
         return ["  applies: Inductor's defaults (the search found nothing better)"]
     if d.config.precision != FP32:            # only where the compile call opts in (tuner.lookup.decision)
-        return [f"  applies: {_config_text(d.config)}, only where the compile call opts in; elsewhere "
+        return [f"  applies: {config_text(d.config)}, only where the compile call opts in; elsewhere "
                 f"Inductor's defaults ({opt_in_hint(d.config.precision)})"]
     if not d.config.freezing:
-        return [f"  applies: {_config_text(d.config)}"]
-    plain = backend_choice(d, traced_frozen=False)
-    without = (unfrozen_label(d.best) if plain.applies is Applies.UNFROZEN
-               else f"Inductor's defaults: {NO_UNFROZEN}")
-    return [f"  applies: {_config_text(d.config)} (tuner.compile, called under torch.no_grad())",
-            f"  applies with backend=\"tuner\": {without}"]
+        return [f"  applies: {config_text(d.config)}"]
+    return [f"  applies: {config_text(d.config)} (inference only: frozen at the first call under "
+            f"torch.no_grad(), re-frozen if the weights change)"]
 
 
 TIER_TEXT = {
@@ -199,7 +197,7 @@ def _meta_text(meta: dict[str, Any]) -> str:
     return text
 
 
-def _config_text(config: "CompileConfig") -> str:
+def config_text(config: "CompileConfig") -> str:
     parts = [f"{k}={v!r}" for k, v in config.inductor]
     parts += [f"functorch.{k}={v!r}" for k, v in config.functorch]
     if config.freezing:
