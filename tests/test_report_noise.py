@@ -18,7 +18,6 @@ import pytest
 from helpers import MODELS, run_main
 from test_report import ARTIFACTS, browse
 from tuner.report.data import history_points
-from tuner.report.figures import history_plot
 from tuner.report.noise import advice, closest, noise_floor, within_noise
 from tuner.storage import BestConfig, Store, TrialRecord, upgrade
 from tuner.trial import Candidate, Measurement, Status
@@ -105,6 +104,8 @@ def test_a_short_search_draws_what_it_can_and_says_why_not_in_one_line(target, t
 
 
 def test_the_history_draws_each_interval_and_the_noise_band() -> None:
+    from tuner.report.figures import history_plot
+
     records = tuple(_record(n, *row) for n, row in enumerate(NOISE))
     floor = noise_floor(records)
     assert (floor.number, floor.low, floor.high) == (0, 0.96, 1.04) and floor.band == pytest.approx((0.96, 1.04))
