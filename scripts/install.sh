@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Create (or reuse) a virtual environment and install tuner into it, not editable.
-# Usage: scripts/install.sh [extras]    e.g. scripts/install.sh test
+# Usage: scripts/install.sh [extras]    e.g. scripts/install.sh test   or   postgres,dashboard
 # VENV picks the folder (default .venv). Torch is installed first, pinned, only when the
 # venv has none: a bare `torch` requirement would pull a multi-GB CUDA build.
+# It prints nothing but errors (pip -qq: no progress, no notices, no warnings). An extra that
+# pyproject.toml does not declare is refused before anything is created (pip would only warn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 EXTRAS="${1:-}"
+# The extras pyproject.toml declares: the keys of [project.optional-dependencies].
+KNOWN=$(awk '/^\[/{on=($0=="[project.optional-dependencies]"); next} on && /^[a-z0-9_-]+ *=/{print $1}' pyproject.toml)
+IFS=',' read -r -a WANTED <<< "$EXTRAS"
+for extra in "${WANTED[@]}"; do
+  if ! grep -qx -- "$extra" <<< "$KNOWN"; then
+    echo "error: unknown extra '$extra' for scripts/install.sh; choose from: $(echo $KNOWN | sed 's/ /, /g') (comma-separated)" >&2
+    exit 2
+  fi
+done
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+PIP=("$VENV/bin/python" -m pip install -qq)
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/pip" install -q "torch==${TUNER_TORCH_VERSION:-2.13.0}"
-if [ -n "$EXTRAS" ]; then
-  "$VENV/bin/pip" install -q --force-reinstall --no-deps . && "$VENV/bin/pip" install -q ".[$EXTRAS]"
-else
-  "$VENV/bin/pip" install -q --force-reinstall --no-deps . && "$VENV/bin/pip" install -q .
-fi
+"${PIP[@]}" --upgrade pip
+"$VENV/bin/python" -c "import torch" 2>/dev/null || "${PIP[@]}" "torch==${TUNER_TORCH_VERSION:-2.13.0}"
+"${PIP[@]}" --force-reinstall --no-deps .
+"${PIP[@]}" ".${EXTRAS:+[$EXTRAS]}"

@@ -256,3 +256,32 @@ def test_the_readme_links_every_doc() -> None:
     readme = (ROOT / "README.md").read_text()
     unlinked = [d.name for d in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{d.name})" not in readme]
     assert not unlinked, f"README.md does not link: {', '.join(unlinked)}"
+
+
+def test_the_cli_reference_is_generated_from_the_parser() -> None:
+    """docs/cli.md is what scripts/cli_reference.py renders from the CLI's own parser now, and the
+    rendering names every flag of every command (so a new flag cannot be left out of the docs)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    script = ROOT / "scripts" / "cli_reference.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True,
+                          cwd=ROOT / "docs", timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    spec = importlib.util.spec_from_file_location("cli_reference", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rendered = module.render()
+
+    def flags(parser) -> set[str]:
+        found = set()
+        for action in parser._actions:
+            found.update(s for s in action.option_strings if s not in ("-h", "--help", "--debug"))
+            if isinstance(action.choices, dict):     # a group of subcommands
+                for sub in action.choices.values():
+                    found |= flags(sub)
+        return found
+
+    missing = sorted(f for f in flags(build_parser()) if f"`{f}" not in rendered and f", {f}" not in rendered)
+    assert not missing and "## `tuner db upgrade`" in rendered, missing

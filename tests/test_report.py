@@ -156,15 +156,15 @@ def test_history_marks_the_seeds_and_leaves_out_failures() -> None:
     assert failure_rows(tuple(replace(r, measurement=_measurement(Status.OK, 1.0)) for r in records)) == []
 
 
-def browse(page: Path, screenshot: Path) -> None:
-    """Open `page` in headless Chromium: no SEVERE console entry, every image complete with a
-    width, nothing fetched but the file and data URIs; keep a full-page screenshot."""
+def browse(page: Path, screenshot: Path, *, images: int = 3) -> None:
+    """Open `page` in headless Chromium: no SEVERE console entry, `images` images, each complete
+    with a width, nothing fetched but the file and data URIs; keep a full-page screenshot."""
     driver = chromium()
     try:
         driver.get(page.as_uri())
         height = driver.execute_script("return document.documentElement.scrollHeight")
         driver.set_window_size(1200, min(int(height) + 40, 8000))
-        images = driver.execute_script(
+        shown = driver.execute_script(
             "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.alt])")
         fetched = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -173,7 +173,7 @@ def browse(page: Path, screenshot: Path) -> None:
     finally:
         driver.quit()
     assert severe == []
-    assert len(images) == 3 and all(complete and width > 0 for complete, width, _ in images), images
+    assert len(shown) == images and all(complete and width > 0 for complete, width, _ in shown), shown
     assert all(name.startswith(("data:", "file:")) for name in fetched), fetched
 
 

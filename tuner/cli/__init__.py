@@ -21,6 +21,7 @@ import threading
 import traceback
 from typing import Iterator
 
+from tuner.cli.common import DEBUG_HELP
 from tuner.cli.dashboard import add_dashboard_parser
 from tuner.cli.db import add_db_parser
 from tuner.cli.explain import add_explain_parser
@@ -37,7 +38,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tuner", description="Autotune torch.compile by measurement.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_search_parser(sub)
     add_results_parsers(sub)        # best, trials

@@ -1,18 +1,22 @@
-"""What every command module of the CLI shares: adding a command, the `--db` option, tables."""
+"""What every command module of the CLI shares: adding a command, the `--db` option, tables,
+and keeping Dynamo's warnings out of the read-only commands."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Sequence
+import contextlib
+import logging
+from typing import Any, Callable, Iterator, Sequence
 
 from tuner.settings import Settings
 
 Command = Callable[[argparse.Namespace, Settings], int]
 DB_HELP = "database URL (default: $TUNER_DB or the per-user SQLite file)"
+DEBUG_HELP = "show tracebacks, and Dynamo's warnings in best, trials and explain"
 
 # Every command accepts --debug too, so it works after the command (`tuner search m.py --debug`)
 # as well as before it. SUPPRESS: a command that was not given it keeps the top level's value.
 _DEBUG = argparse.ArgumentParser(add_help=False)
-_DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+_DEBUG.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
 
 
 def add_command(subparsers: Any, name: str, func: Command | None, *, help: str) -> argparse.ArgumentParser:
@@ -21,6 +25,29 @@ def add_command(subparsers: Any, name: str, func: Command | None, *, help: str) 
     if func is not None:
         parser.set_defaults(func=func)
     return parser
+
+
+@contextlib.contextmanager
+def dynamo_warnings_hidden(args: argparse.Namespace, settings: Settings) -> Iterator[None]:
+    """Inside the block, Dynamo logs only errors, unless --debug (or TUNER_DEBUG) asks for all.
+
+    For commands that capture a model file only to key its graphs (best, trials, explain): a
+    graph-break warning (a dozen lines for one `.item()`) says nothing about the stored results
+    they print. The level is set on torch's own `torch._dynamo` logger after torch is imported,
+    because importing torch sets it; it is restored on the way out.
+    """
+    if args.debug or settings.debug:
+        yield
+        return
+    import torch  # noqa: F401 - torch's import configures the logger this block overrides
+
+    dynamo = logging.getLogger("torch._dynamo")
+    level = dynamo.level
+    dynamo.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        dynamo.setLevel(level)
 
 
 def add_db_option(parser: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 
 It captures the model file's graphs exactly as `tuner search` does (same inputs, grad off;
 with `--mode train`, a training step's graphs through get_loss, grad on; with `--shapes`, those
-of each bucket, named `stem[batch=8]` as the search names them)
+of each bucket, named `stem[batch=8]` as the search names them; Dynamo's warnings hidden unless --debug)
 and asks the same `tuner.lookup.Lookup` the backend uses, without warnings: for each graph
 it prints the tier that hit, or why none did and the nearest stored keys. A database that
 cannot be read is an error (exit 1) naming the fix; a miss is not (exit 0).
@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from tuner.cli.common import add_command, add_db_option, add_shapes_option, bucket_sizes
+from tuner.cli.common import add_command, add_db_option, add_shapes_option, bucket_sizes, dynamo_warnings_hidden
 from tuner.settings import Settings
 
 
@@ -46,7 +46,9 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
         loaded = load_model_file(args.model, shape=shape)
         training = args.mode == TRAIN     # a training step's graphs (grad on) have their own keys
         name = workload_name(args.model, shape)
-        workload = capture_workload(loaded, name=name, grad=training, call=loss_call(loaded) if training else None)
+        with dynamo_warnings_hidden(args, settings):   # graph breaks say nothing about the lookup
+            workload = capture_workload(loaded, name=name, grad=training,
+                                        call=loss_call(loaded) if training else None)
         platform = current_platform(loaded.device)
         print(f"{workload.name}: {len(workload.graphs)} graph(s), workload {short(workload.key)}, "
               f"on {platform.describe()} [platform {short(platform.key)}]; database {store.safe_url}")

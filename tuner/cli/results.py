@@ -1,6 +1,7 @@
 """`tuner best MODEL` and `tuner trials MODEL`: what the database holds for a model file here.
 
-Both capture the model file's workload as `tuner search` does and read the store only.
+Both capture the model file's workload as `tuner search` does (Dynamo's warnings hidden unless
+--debug: they are about the model, not the stored results) and read the store only.
 A model with nothing stored is not an error of the database: it prints what to run, exit 1.
 `best_text` and `trials_table` are what they print.
 """
@@ -11,7 +12,8 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tuner.cli.common import add_command, add_db_option, add_shapes_option, bucket_sizes, format_table
+from tuner.cli.common import (add_command, add_db_option, add_shapes_option, bucket_sizes, dynamo_warnings_hidden,
+                              format_table)
 from tuner.settings import Settings
 from tuner.text import key_values
 
@@ -49,7 +51,8 @@ def _best(args: argparse.Namespace, settings: Settings, shape: tuple[tuple[str, 
     from tuner.search import prepare_target
     from tuner.storage import Store
 
-    target = prepare_target(args.model, mode=args.mode, shape=shape)
+    with dynamo_warnings_hidden(args, settings):
+        target = prepare_target(args.model, mode=args.mode, shape=shape)
     with Store.open(settings.db_url, readonly=True) as store:
         bests = store.workload_best(target.workload.key, target.platform.key)
         study = store.last_study(target.workload.key, target.platform.key)
@@ -106,7 +109,8 @@ def cmd_trials(args: argparse.Namespace, settings: Settings) -> int:
 
     found = 0
     for shape in bucket_sizes(args.shapes):
-        target = prepare_target(args.model, mode=args.mode, shape=shape)
+        with dynamo_warnings_hidden(args, settings):
+            target = prepare_target(args.model, mode=args.mode, shape=shape)
         with Store.open(settings.db_url, readonly=True) as store:
             rows = store.trials_for_workload(target.workload.key, target.platform.key)
         if shape:

@@ -60,13 +60,16 @@ def load_report_data(model: str, target: Target, store: Store) -> ReportData:
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """One trial in the optimization history: its paired speedup over the defaults, and its
-    `seed` label ("defaults" or "mode=<name>") when it is one of the search's built-in seeds."""
+    """One trial in the optimization history: its paired speedup over the defaults with that
+    median's interval (`low`, `high`; None when the trial stored none), and its `seed` label
+    ("defaults" or "mode=<name>") when it is one of the search's built-in seeds."""
 
     number: int
     speedup: float
     ok: bool
     seed: str | None = None
+    low: float | None = None
+    high: float | None = None
 
 
 def seed_label(params: dict[str, Any]) -> str | None:
@@ -87,7 +90,8 @@ def history_points(trials: tuple[TrialRecord, ...]) -> list[HistoryPoint]:
     for r in sorted(trials, key=lambda t: t.number):
         m = r.measurement
         if m.speedup is not None and m.status in (Status.OK, Status.PRUNED):
-            points.append(HistoryPoint(r.number, m.speedup, m.ok, seed_label(r.params)))
+            points.append(HistoryPoint(r.number, m.speedup, m.ok, seed_label(r.params), m.speedup_low,
+                                       m.speedup_high))
     return points
 
 

@@ -37,24 +37,39 @@ def _png(fig: Figure) -> bytes:
     return out.getvalue()
 
 
-def history_figure(points: Sequence[HistoryPoint]) -> bytes | None:
-    """Each paired trial's speedup over the default compile by trial number, the running best,
-    a line at 1.0 (the defaults) and a marker per built-in seed (defaults, each mode).
-    None when no trial was paired."""
+def history_figure(points: Sequence[HistoryPoint], band: tuple[float, float] | None = None) -> bytes | None:
+    """`history_plot` as PNG; None when no trial was paired."""
+    fig = history_plot(points, band)
+    return None if fig is None else _png(fig)
+
+
+def history_plot(points: Sequence[HistoryPoint], band: tuple[float, float] | None = None) -> Figure | None:
+    """Each paired trial's speedup over the default compile by trial number with its interval as
+    a bar, the noise floor `band` (the default against itself, around 1.0) shaded when known, the
+    running best, a line at 1.0 and a marker per built-in seed. None when no trial was paired."""
     if not points:
         return None
     fig = _figure()
     ax = fig.add_subplot()
     ok = [p for p in points if p.ok]
     pruned = [p for p in points if not p.ok]
+    if band is not None:
+        ax.axhspan(*band, color="0.85", alpha=0.7, linewidth=0,
+                   label=f"noise: default vs itself ({band[0]:.2f}x to {band[1]:.2f}x)")
     ax.axhline(1.0, color="0.45", linestyle="--", linewidth=1, label="default compile (1.0)")
+    barred = [p for p in ok if p.low is not None and p.high is not None]
+    if barred:
+        ax.errorbar([p.number for p in barred], [p.speedup for p in barred],
+                    yerr=[[p.speedup - p.low for p in barred], [p.high - p.speedup for p in barred]],
+                    fmt="none", ecolor="tab:blue", alpha=0.5, elinewidth=1, capsize=2, label="trial's interval")
     ax.scatter([p.number for p in ok], [p.speedup for p in ok], s=18, color="tab:blue", label="ok trial")
     if pruned:
         ax.scatter([p.number for p in pruned], [p.speedup for p in pruned], s=18, marker="x",
                    color="0.6", label="pruned (partial pairing)")
     best = running_best(list(points))
     if best:
-        ax.step([n for n, _ in best], [s for _, s in best], where="post", color="tab:green", label="best so far")
+        ax.step([n for n, _ in best], [s for _, s in best], where="post", color="tab:green",
+                label="best so far (unconfirmed)")
     seeds = sorted({p.seed for p in ok if p.seed}, key=lambda s: (s != "defaults", s))
     for marker, seed in zip(SEED_MARKERS, seeds):
         mine = [p for p in ok if p.seed == seed]
@@ -65,7 +80,7 @@ def history_figure(points: Sequence[HistoryPoint]) -> bytes | None:
     ax.set_title("Optimization history (higher is better)")
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return fig
 
 
 def pareto_figure(points: Sequence[tuple[float, float]], front: Sequence[tuple[float, float]], *,

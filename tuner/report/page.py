@@ -2,7 +2,9 @@
 
 The page needs nothing beside itself: CSS inline, images as base64 data URIs, no script and
 no external URL, so it can be mailed or attached to an issue. A section whose figure the data
-cannot make shows one line saying why instead.
+cannot make shows one line saying why instead. Nothing dresses noise as signal (`noise`): the
+history shades the noise floor and bars each trial's interval, the importances are not ranked
+when every trial lies within the noise, and a kept "defaults" verdict is explained.
 
 Sections, in order: the kept config, the optimization history, parameter importances, the
 distribution of latencies, the Pareto front (only for a study of several objectives,
@@ -20,7 +22,9 @@ from tuner.report import figures
 from tuner.report.data import (ReportData, failure_rows, history_points, ok_latencies, pareto_points,
                                seed_label, status_counts)
 from tuner.report.importance import parameter_importances
-from tuner.report.tables import best_html, esc, failures_html, note, profile_html, summary_html
+from tuner.report.noise import noise_floor, within_noise, within_noise_note
+from tuner.report.tables import (best_html, defaults_kept_html, esc, failures_html, note, profile_html,
+                                 summary_html)
 
 if TYPE_CHECKING:
     from tuner.report.profile import ProfileResult
@@ -60,7 +64,7 @@ def write_report(data: ReportData, out: Path, *, profile: ProfileResult | str) -
 
     `profile` is the operator profile, or the one line saying why there is none.
     """
-    sections = [_Section("Kept config", best_html(data.bests, data.graphs)),
+    sections = [_Section("Kept config", best_html(data.bests, data.graphs) + defaults_kept_html(data)),
                 _history(data), _importances(data), _latencies(data), *_pareto(data),
                 _Section("Failures by status", failures_html(failure_rows(data.trials), status_counts(data.trials))),
                 _Section("Operator profile: default compile against the kept config",
@@ -90,16 +94,24 @@ def _figure_section(title: str, name: str, png: bytes | None, *, why_not: str, c
 
 def _history(data: ReportData) -> _Section:
     points = history_points(data.trials)
+    floor = noise_floor(data.trials)
     seeds = sorted({p.seed for p in points if p.seed})
+    noise = (f"grey band: the noise floor, the default compile against itself ({floor.describe()})"
+             if floor is not None else "no noise band: the defaults' trial stored no paired interval")
     caption = ("Speedup = the default compile's latency over the trial's, timed in pairs in one process; "
-               "built-in seeds circled in red: " + (", ".join(seeds) or "none measured") + ".")
-    return _figure_section("Optimization history", HISTORY, figures.history_figure(points),
+               f"bars: each trial's interval (about 95%); {noise}; the best so far is the search's own "
+               "figure, unconfirmed; built-in seeds circled in red: " + (", ".join(seeds) or "none measured") + ".")
+    png = figures.history_figure(points, floor.band if floor is not None else None)
+    return _figure_section("Optimization history", HISTORY, png,
                            why_not="no trial was paired with the default compile, so there is no speedup to plot",
                            caption=caption)
 
 
 def _importances(data: ReportData) -> _Section:
     title = "Parameter importances"
+    floor = noise_floor(data.trials)
+    if within_noise(data.trials, floor):    # ranking knobs by noise would read as a finding
+        return _Section(title, note(within_noise_note(floor)))
     found = parameter_importances(data.trials, name=f"{Path(data.model).stem}-{data.study.id if data.study else 0}")
     png = figures.importance_figure(dict(found.values)) if found.values else None
     left_out = f" {found.note}." if found.values and found.note else ""

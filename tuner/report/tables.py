@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tuner.report.data import FailureRow, ReportData, knob_changes, status_counts, verdict_text
+from tuner.report.noise import advice, closest, noise_floor
 
 if TYPE_CHECKING:
     from tuner.report.profile import ProfileResult
@@ -68,6 +69,54 @@ def best_html(bests: Sequence[BestConfig], graphs: int) -> str:
         parts.append(f'<p class="note">kept by {esc(best.user)}@{esc(best.host)}, {when}, '
                      f"tuner {esc(best.tuner_version)}, torch {esc(best.torch_version)}, from {esc(best.source)}</p>")
     return "".join(parts)
+
+
+def defaults_kept_html(data: ReportData) -> str:
+    """Why a kept "defaults" verdict came out: the noise floor of this model on this machine, how
+    close the best candidates came, and what to try next; "" when no graph kept the defaults."""
+    kept = [b for b in data.bests if b.is_default and not b.eager]
+    if not kept:
+        return ""
+    floor = noise_floor(data.trials)
+    if floor is None:
+        noise = ("The noise floor is unknown: the defaults' own trial stored no paired interval, so "
+                 "nothing says how far this model's measurements move here with nothing changed.")
+    else:
+        per_call = f", at {floor.baseline_ms:.3f} ms per call" if floor.baseline_ms is not None else ""
+        noise = (f"Noise floor: the default compile timed against itself read {esc(floor.describe())}{per_call}: "
+                 f"with nothing changed, this model's measurements on this machine move that much, so a "
+                 f"gain must clear it to count.")
+    near = closest(data.trials)
+    if near:
+        band = floor.band if floor is not None else None
+        items = "".join(f"<li>trial {c.number}: <b>{c.speedup:.2f}x</b>{_interval(c.low, c.high)} "
+                        f"<code>{esc(c.config)}</code>{_against(c.speedup, c.low, band)}</li>" for c in near)
+        close = f"<p>How close the best candidates came in the search (paired with the defaults):</p><ul>{items}</ul>"
+    else:
+        close = note("no candidate besides the defaults finished ok, so none came close")
+    rounds = max(b.rounds for b in kept)
+    tips = advice(study=data.study, trials=len(data.trials), rounds=rounds, platform=data.platform,
+                  baseline_ms=floor.baseline_ms if floor is not None else None)
+    graphs = "this graph" if len(data.bests) == 1 else f"{len(kept)} of {len(data.bests)} graphs"
+    return (f"<h3>Why Inductor's defaults were kept</h3><p>No candidate beat the default compile beyond "
+            f"the noise in the confirmation run, so <code>backend=\"tuner\"</code> applies Inductor's "
+            f"defaults to {graphs}. {noise}</p>{close}<p>What to try next:</p><ul>"
+            + "".join(f"<li>{esc(tip)}</li>" for tip in tips) + "</ul>")
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+
+
+def _against(speedup: float, low: float | None, band: tuple[float, float] | None) -> str:
+    """Where a candidate stands against the noise: inside it, or beyond it in its trial only."""
+    if band is not None:
+        inside = band[0] <= speedup <= band[1]
+    elif low is not None:
+        inside = low <= 1.0
+    else:
+        return ""
+    return ", within the noise" if inside else ", beyond the noise in its trial, not confirmed"
 
 
 def _latencies(best: BestConfig) -> str:
