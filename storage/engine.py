@@ -29,7 +29,11 @@ _CANCELLED = ("57014", "55P03")   # PostgreSQL: statement timeout (or cancel), l
 _DISK_FULL = "53100"               # PostgreSQL: could not extend a file
 BEGIN_OPTION = "tuner_sqlite_begin"
 WRITE = {BEGIN_OPTION: "IMMEDIATE"}     # execution options of a write transaction
-DEFAULT_BUSY_TIMEOUT_S = 5.0
+DEFAULT_BUSY_TIMEOUT_S = 5.0       # a read-only SQLite open (WAL: readers wait only on recovery)
+# A writable open without a timeout (a search, an import, a merge, a migration) waits this long for
+# the write lock: an import or merge holds it for its whole apply, and a search that gave up after
+# 5 s would lose the trial it has just measured. SQLite's busy handler backs off while it waits.
+WRITER_BUSY_TIMEOUT_S = 600.0
 
 
 def make_engine(url: str, *, readonly: bool = False, timeout_s: float | None = None,
@@ -37,7 +41,7 @@ def make_engine(url: str, *, readonly: bool = False, timeout_s: float | None = N
     """An engine for `url`; connects lazily.
 
     `timeout_s` bounds the wait for a connection (PostgreSQL) or for a lock (SQLite busy
-    timeout, 5 s when None); on a read-only PostgreSQL engine it also bounds every
+    timeout; when None, 5 s read-only and `WRITER_BUSY_TIMEOUT_S` writable); on a read-only PostgreSQL engine it also bounds every
     statement, lock waits included (`statement_timeout`, `lock_timeout`).
     `foreign_keys=False` is for migrations only: SQLite batch mode drops and recreates
     tables, which must not cascade. Raises StorageError for an
@@ -66,7 +70,9 @@ def _sqlite_engine(url: URL, *, readonly: bool, timeout_s: float | None,
             raise StorageError(f"cannot create the folder of database {safe} ({exc.strerror}); "
                                f"choose a writable --db path") from exc
     engine = create_engine(url)
-    busy_ms = int(1000 * (DEFAULT_BUSY_TIMEOUT_S if timeout_s is None else max(timeout_s, 0.0)))
+    if timeout_s is None:
+        timeout_s = DEFAULT_BUSY_TIMEOUT_S if readonly else WRITER_BUSY_TIMEOUT_S
+    busy_ms = int(1000 * max(timeout_s, 0.0))
     _install_sqlite_hooks(engine, busy_ms=busy_ms, wal=not readonly, foreign_keys=foreign_keys)
     return engine
 
