@@ -8,6 +8,7 @@ records and URLs loads on first use, so compile-time lookups never import alembi
 """
 from typing import Any
 
+from tuner.storage.bounded import within
 from tuner.storage.check import CheckReport, check_database
 from tuner.storage.records import (ApplyReport, BestConfig, FailureRule, HistoryEntry, KernelConfig, Snapshot,
                                    StudyInfo, TrialRecord)
@@ -58,6 +59,7 @@ __all__ = [
     "sqlite_path",
     "tuned_workloads",
     "upgrade",
+    "within",
     "workload_codes",
 ]
 

@@ -5,11 +5,13 @@ pysqlite's implicit transactions are switched off, reads start with a plain `BEG
 connections that carry the `WRITE` execution option start with `BEGIN IMMEDIATE`, because in
 WAL mode a deferred read-then-write transaction fails with BUSY instead of waiting.
 A read-only SQLite open uses a `mode=ro` URI: nothing is created and nothing is written.
-PostgreSQL: `pool_pre_ping`, libpq's `connect_timeout`, and read-only sessions through
-`default_transaction_read_only`. A read-only engine with a timeout (the compile-time lookup's)
-also sets `statement_timeout` and `lock_timeout`, so a server that accepts the connection and
-then stalls (a lock held on the tuner tables, a query that never returns) cannot hold the
-user's compile past the budget: the server cancels the statement and the lookup falls back.
+PostgreSQL: `pool_pre_ping` and read-only sessions through `default_transaction_read_only`.
+An engine with a timeout (the compile-time lookup's, `tuner.autotune`'s reads and writes) gets
+libpq's connect timeout, TCP user timeout and keepalives (`bounded_session`) and the server's
+`statement_timeout` and `lock_timeout`, all within the budget, so a server that stalls (a lock
+held on the tuner tables, a query that never returns, a host that vanished) cannot hold the
+user's compile or kernel launch past it: the server cancels the statement, or the client
+drops the connection, and the caller falls back.
 """
 from __future__ import annotations
 
@@ -109,22 +111,33 @@ def _postgres_engine(url: URL, *, readonly: bool, timeout_s: float | None) -> En
     if url.drivername == "postgresql":
         url = url.set(drivername=_postgres_driver())
     connect_args: dict[str, Any] = {}
+    options = ["-c default_transaction_read_only=on"] if readonly else []
     if timeout_s is not None:
-        connect_args["connect_timeout"] = max(1, math.ceil(timeout_s))   # libpq: whole seconds
-    if readonly:
-        options = ["-c default_transaction_read_only=on"]
-        if timeout_s is not None:
-            # Server-side, per statement: each lookup query (the schema check, then one per
-            # graph) answers or is cancelled within the budget, and the first cancellation
-            # makes the lookup stop reading the database for the rest of the process.
-            budget_ms = max(1, int(1000 * timeout_s))
-            options += [f"-c statement_timeout={budget_ms}", f"-c lock_timeout={budget_ms}"]
+        connect_args.update(bounded_session(timeout_s))
+        # Server-side, per statement: each query (the schema check, then one per graph or
+        # kernel) answers or is cancelled within the budget, and the first cancellation
+        # makes the lookup stop reading the database for the rest of the process.
+        budget_ms = max(1, int(1000 * timeout_s))
+        options += [f"-c statement_timeout={budget_ms}", f"-c lock_timeout={budget_ms}"]
+    if options:
         connect_args["options"] = " ".join(options)
     try:
         return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
         raise StorageError(f"database {safe_url(url)} needs the PostgreSQL driver; "
                            f"install it: pip install psycopg2-binary (or, in the tuner checkout: pip install '.[postgres]')") from exc
+
+
+def bounded_session(timeout_s: float) -> dict[str, Any]:
+    """libpq's client-side bounds for a session opened at compile time or at a kernel launch:
+    the connection (`connect_timeout`, whole seconds), data the server never acknowledges
+    (`tcp_user_timeout`) and a server host that vanished while idle (keepalives: the first probe
+    after a second, then one a second), each within `timeout_s`. A peer that acknowledges
+    but never answers (a stalled proxy) is bounded by `tuner.storage.within`, not here."""
+    seconds = max(1, math.ceil(timeout_s))
+    return {"connect_timeout": seconds, "tcp_user_timeout": max(1, int(1000 * timeout_s)),
+            "keepalives": 1, "keepalives_idle": 1, "keepalives_interval": 1,
+            "keepalives_count": max(1, seconds - 1)}
 
 
 def caller_bug(exc: SQLAlchemyError) -> Exception | None:
