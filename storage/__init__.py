@@ -8,11 +8,12 @@ records and URLs loads on first use, so compile-time lookups never import alembi
 """
 from typing import Any
 
+from tuner.storage.bounded import within
 from tuner.storage.check import CheckReport, check_database
 from tuner.storage.records import (ApplyReport, BestConfig, FailureRule, HistoryEntry, KernelConfig, Snapshot,
                                    StudyInfo, TrialRecord)
 from tuner.storage.store import Store
-from tuner.storage.urls import parse_url, safe_url, sqlite_path
+from tuner.storage.urls import handed_on, parse_url, safe_url, sqlite_path
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
@@ -44,6 +45,7 @@ __all__ = [
     "export_file",
     "failure_rules",
     "find_kernel_config",
+    "handed_on",
     "head_revision",
     "import_file",
     "kernel_configs",
@@ -57,6 +59,7 @@ __all__ = [
     "sqlite_path",
     "tuned_workloads",
     "upgrade",
+    "within",
     "workload_codes",
 ]
 

@@ -5,11 +5,13 @@ pysqlite's implicit transactions are switched off, reads start with a plain `BEG
 connections that carry the `WRITE` execution option start with `BEGIN IMMEDIATE`, because in
 WAL mode a deferred read-then-write transaction fails with BUSY instead of waiting.
 A read-only SQLite open uses a `mode=ro` URI: nothing is created and nothing is written.
-PostgreSQL: `pool_pre_ping`, libpq's `connect_timeout`, and read-only sessions through
-`default_transaction_read_only`. A read-only engine with a timeout (the compile-time lookup's)
-also sets `statement_timeout` and `lock_timeout`, so a server that accepts the connection and
-then stalls (a lock held on the tuner tables, a query that never returns) cannot hold the
-user's compile past the budget: the server cancels the statement and the lookup falls back.
+PostgreSQL: `pool_pre_ping` and read-only sessions through `default_transaction_read_only`.
+An engine with a timeout (the compile-time lookup's, `tuner.autotune`'s reads and writes) gets
+libpq's connect timeout, TCP user timeout and keepalives (`bounded_session`) and the server's
+`statement_timeout` and `lock_timeout`, all within the budget, so a server that stalls (a lock
+held on the tuner tables, a query that never returns, a host that vanished) cannot hold the
+user's compile or kernel launch past it: the server cancels the statement, or the client
+drops the connection, and the caller falls back.
 """
 from __future__ import annotations
 
@@ -29,7 +31,11 @@ _CANCELLED = ("57014", "55P03")   # PostgreSQL: statement timeout (or cancel), l
 _DISK_FULL = "53100"               # PostgreSQL: could not extend a file
 BEGIN_OPTION = "tuner_sqlite_begin"
 WRITE = {BEGIN_OPTION: "IMMEDIATE"}     # execution options of a write transaction
-DEFAULT_BUSY_TIMEOUT_S = 5.0
+DEFAULT_BUSY_TIMEOUT_S = 5.0       # a read-only SQLite open (WAL: readers wait only on recovery)
+# A writable open without a timeout (a search, an import, a merge, a migration) waits this long for
+# the write lock: an import or merge holds it for its whole apply, and a search that gave up after
+# 5 s would lose the trial it has just measured. SQLite's busy handler backs off while it waits.
+WRITER_BUSY_TIMEOUT_S = 600.0
 
 
 def make_engine(url: str, *, readonly: bool = False, timeout_s: float | None = None,
@@ -37,7 +43,7 @@ def make_engine(url: str, *, readonly: bool = False, timeout_s: float | None = N
     """An engine for `url`; connects lazily.
 
     `timeout_s` bounds the wait for a connection (PostgreSQL) or for a lock (SQLite busy
-    timeout, 5 s when None); on a read-only PostgreSQL engine it also bounds every
+    timeout; when None, 5 s read-only and `WRITER_BUSY_TIMEOUT_S` writable); on a read-only PostgreSQL engine it also bounds every
     statement, lock waits included (`statement_timeout`, `lock_timeout`).
     `foreign_keys=False` is for migrations only: SQLite batch mode drops and recreates
     tables, which must not cascade. Raises StorageError for an
@@ -66,7 +72,9 @@ def _sqlite_engine(url: URL, *, readonly: bool, timeout_s: float | None,
             raise StorageError(f"cannot create the folder of database {safe} ({exc.strerror}); "
                                f"choose a writable --db path") from exc
     engine = create_engine(url)
-    busy_ms = int(1000 * (DEFAULT_BUSY_TIMEOUT_S if timeout_s is None else max(timeout_s, 0.0)))
+    if timeout_s is None:
+        timeout_s = DEFAULT_BUSY_TIMEOUT_S if readonly else WRITER_BUSY_TIMEOUT_S
+    busy_ms = int(1000 * max(timeout_s, 0.0))
     _install_sqlite_hooks(engine, busy_ms=busy_ms, wal=not readonly, foreign_keys=foreign_keys)
     return engine
 
@@ -103,22 +111,33 @@ def _postgres_engine(url: URL, *, readonly: bool, timeout_s: float | None) -> En
     if url.drivername == "postgresql":
         url = url.set(drivername=_postgres_driver())
     connect_args: dict[str, Any] = {}
+    options = ["-c default_transaction_read_only=on"] if readonly else []
     if timeout_s is not None:
-        connect_args["connect_timeout"] = max(1, math.ceil(timeout_s))   # libpq: whole seconds
-    if readonly:
-        options = ["-c default_transaction_read_only=on"]
-        if timeout_s is not None:
-            # Server-side, per statement: each lookup query (the schema check, then one per
-            # graph) answers or is cancelled within the budget, and the first cancellation
-            # makes the lookup stop reading the database for the rest of the process.
-            budget_ms = max(1, int(1000 * timeout_s))
-            options += [f"-c statement_timeout={budget_ms}", f"-c lock_timeout={budget_ms}"]
+        connect_args.update(bounded_session(timeout_s))
+        # Server-side, per statement: each query (the schema check, then one per graph or
+        # kernel) answers or is cancelled within the budget, and the first cancellation
+        # makes the lookup stop reading the database for the rest of the process.
+        budget_ms = max(1, int(1000 * timeout_s))
+        options += [f"-c statement_timeout={budget_ms}", f"-c lock_timeout={budget_ms}"]
+    if options:
         connect_args["options"] = " ".join(options)
     try:
         return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
         raise StorageError(f"database {safe_url(url)} needs the PostgreSQL driver; "
                            f"install it: pip install psycopg2-binary (or, in the tuner checkout: pip install '.[postgres]')") from exc
+
+
+def bounded_session(timeout_s: float) -> dict[str, Any]:
+    """libpq's client-side bounds for a session opened at compile time or at a kernel launch:
+    the connection (`connect_timeout`, whole seconds), data the server never acknowledges
+    (`tcp_user_timeout`) and a server host that vanished while idle (keepalives: the first probe
+    after a second, then one a second), each within `timeout_s`. A peer that acknowledges
+    but never answers (a stalled proxy) is bounded by `tuner.storage.within`, not here."""
+    seconds = max(1, math.ceil(timeout_s))
+    return {"connect_timeout": seconds, "tcp_user_timeout": max(1, int(1000 * timeout_s)),
+            "keepalives": 1, "keepalives_idle": 1, "keepalives_interval": 1,
+            "keepalives_count": max(1, seconds - 1)}
 
 
 def caller_bug(exc: SQLAlchemyError) -> Exception | None:

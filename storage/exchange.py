@@ -51,6 +51,7 @@ and checked) live in `tuner.storage.exchange_records`.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -146,13 +147,21 @@ def export_file(store: Store, path: str | Path, *, workload_keys: list[str] | No
     text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
     try:
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raise ExchangeError(f"cannot write {target} ({exc.strerror}); choose a writable "
+                            f"--out path") from exc
+    try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(temporary, 0o644)          # mkstemp's 0600 would hide the file from the team
         os.replace(temporary, target)
-    except OSError as exc:
-        raise ExchangeError(f"cannot write {target} ({exc.strerror}); choose a writable "
-                            f"--out path") from exc
+    except BaseException as exc:            # disk full, a folder in the way, an interrupt
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise ExchangeError(f"cannot write {target} ({exc.strerror}); choose a writable "
+                                f"--out path") from exc
+        raise
     return ExportReport(path=str(target), records=len(snapshot.bests),
                         platforms=len(snapshot.platforms), workloads=len(snapshot.workloads),
                         checksum=document["checksum"], rules=len(snapshot.rules), kernels=len(snapshot.kernels))

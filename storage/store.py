@@ -56,7 +56,8 @@ class Store:
         `check_schema`, a database that is not at this tuner's head revision is refused:
         SchemaOutdated (none or older; run `tuner db upgrade`) or SchemaTooNew (upgrade
         tuner). `connect_timeout_s` bounds the wait to connect (PostgreSQL) or for a lock
-        (SQLite; default 5 s). Any other failure is a one-line StorageError.
+        (SQLite; default 5 s read-only, 10 minutes writable, so that a long import cannot
+        make a search lose a trial it measured). Any other failure is a one-line StorageError.
         """
         engine = make_engine(url, readonly=readonly, timeout_s=connect_timeout_s)
         store = cls(engine, url, readonly=readonly)

@@ -1,10 +1,12 @@
 """The tuning database as `tuner.autotune` uses it: read before a search, written after one.
 
 Never breaks the user's program. A missing database is a miss (the first save creates it,
-with the current schema). A database that cannot be used (corrupt, unreachable, locked
-past `Settings.lookup_timeout_s`, on another schema revision, read-only when saving) turns
-into one `KernelWarning` for the whole process, naming the database and the fix; the kernels
-are then tuned in the process without storing, and that database is not opened again.
+with the current schema). A database that cannot be used (corrupt, unreachable, locked or
+stalled past `Settings.lookup_timeout_s`, on another schema revision, read-only when saving,
+holding a row tuner cannot read: any exception) turns into one `KernelWarning` for the whole
+process, naming the database and the fix; the kernels are then tuned in the process without
+storing, and that database is not opened again. Every read and write is bounded by the same
+budget and guard as the compile-time lookup's (`tuner.storage.within`).
 """
 from __future__ import annotations
 
@@ -91,36 +93,51 @@ class KernelDatabase:
 
     def find(self, kernel_key: str, platform_key: str) -> "KernelConfig | None":
         """The stored config for the kernel key on this platform. None on a miss, on a
-        missing database, and on a database that cannot be used (warned about once)."""
-        from tuner.storage import Store, find_kernel_config, parse_url, sqlite_path
+        missing database, and on a database that cannot be used or a row that cannot be read
+        (any exception, warned about once), within `Settings.lookup_timeout_s` even when the
+        server stalls (`tuner.storage.within`)."""
+        from tuner.storage import Store, find_kernel_config, parse_url, sqlite_path, within
 
         if not self.usable():
             return None
-        try:
-            path = sqlite_path(parse_url(self.url))
+        url, budget = self.url, self.settings.lookup_timeout_s
+
+        def read() -> "KernelConfig | None":
+            path = sqlite_path(parse_url(url))
             if path is not None and not path.exists():
                 return None
-            with Store.open(self.url, readonly=True,
-                            connect_timeout_s=self.settings.lookup_timeout_s) as store:
-                return find_kernel_config(store, kernel_key, platform_key)
-        except StorageError as exc:
+            with Store.open(url, readonly=True, connect_timeout_s=budget) as store:
+                record = find_kernel_config(store, kernel_key, platform_key)
+            if record is not None:
+                record.config_dict()        # a row whose config is not a JSON object fails here
+            return record
+
+        try:
+            return within(budget, read, url=url)
+        except Exception as exc:  # noqa: BLE001 - a kernel launch must not fail for its database
             self._fail(exc, "tuning kernels in this process without storing their configs")
             return None
 
     def save(self, record: "KernelConfig", platform: Platform) -> bool:
         """Offer a search's winner (kept only if better, see `save_kernel_config`); returns
         whether it was stored. Creates a missing database. False, warned about once, when
-        the database cannot be used."""
-        from tuner.storage import Store, ensure_schema, save_kernel_config
+        the database cannot be used (any exception), within `Settings.lookup_timeout_s`
+        (waits for other writers that long; a stalled server too)."""
+        from tuner.storage import Store, ensure_schema, save_kernel_config, within
 
         if not self.usable():
             return False
-        try:
-            ensure_schema(self.url)
-            with Store.open(self.url) as store:     # waits for other writers up to 5 s
+        url, budget = self.url, self.settings.lookup_timeout_s
+
+        def write() -> bool:
+            ensure_schema(url)
+            with Store.open(url, connect_timeout_s=budget) as store:
                 store.ensure_platform(platform)
                 return save_kernel_config(store, record)
-        except StorageError as exc:
+
+        try:
+            return within(budget, write, url=url)
+        except Exception as exc:  # noqa: BLE001 - a kernel launch must not fail for its database
             self._fail(exc, "the kernel configs found here are not stored")
             return False
 
@@ -128,7 +145,14 @@ class KernelDatabase:
         """(user, host) to record with a saved config."""
         return self.settings.user, socket.gethostname()
 
-    def _fail(self, exc: StorageError, consequence: str) -> None:
+    def _fail(self, exc: Exception, consequence: str) -> None:
+        from tuner.storage import safe_url
+
+        if not isinstance(exc, StorageError):     # a row tuner cannot read, or a bug in tuner
+            log.debug("tuner.autotune: the kernel database failed", exc_info=exc)
+            exc = StorageError(f"database {safe_url(self.url)} holds a kernel config tuner cannot read "
+                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); re-tune the "
+                               f"kernel with its database moved aside, or report it if it persists")
         with _lock:
             _failed[self.url] = str(exc)
         warn_once(f"db:{self.url}", f"tuner.autotune: {exc}; {consequence} "

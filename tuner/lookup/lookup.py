@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import torch.fx
 
     from tuner.keys import GraphFingerprint, Platform
-    from tuner.storage import Store
+    from tuner.storage import BestConfig, Store
 
 __all__ = ["Decision", "GraphLookup", "Lookup", "LookupWarning", "StoredElsewhere", "Tier", "decide_tier",
            "platform_for_inputs", "process_lookup", "reset_process_lookup", "short"]
@@ -93,6 +93,7 @@ class Lookup:
         self._unusable: str | None = None          # why the database cannot be used
         self._warned = False
         self._cache: dict[tuple[str, str], Decision] = {}
+        self._buckets: dict[str, list[tuple[str, GraphFingerprint, BestConfig]]] = {}   # by platform key
         self._explained: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
 
@@ -190,7 +191,7 @@ class Lookup:
                 return []
             try:
                 return bucket_decisions(fingerprint.key, platform, fingerprint.code,
-                                        self.store().bucket_configs(platform.key))
+                                        self._bucket_configs(platform.key))
             except StorageError as exc:
                 self._unusable = str(exc)
                 self._close_store()
@@ -216,7 +217,7 @@ class Lookup:
             if self._unusable is not None:
                 return None
             try:
-                record = find_kernel_config(self.store(), gemm_key, platform_key)
+                record = self._read(lambda store: find_kernel_config(store, gemm_key, platform_key))
             except StorageError as exc:
                 self._unusable = str(exc)
                 self._close_store()
@@ -237,8 +238,9 @@ class Lookup:
             if self._unusable is not None:
                 return {}
             try:
-                records = kernel_configs(self.store(), platform_key=platform_key,
-                                         kernel_name=(triton_choices.KERNEL_PREFIX + graph_key)[:255])
+                name = (triton_choices.KERNEL_PREFIX + graph_key)[:255]
+                records = self._read(lambda store: kernel_configs(store, platform_key=platform_key,
+                                                                  kernel_name=name))
             except StorageError as exc:
                 self._unusable = str(exc)
                 self._close_store()
@@ -260,11 +262,19 @@ class Lookup:
         """Raises StorageError (database) or SpaceError (a config that does not validate)."""
         if self._unusable is not None:
             return self._unavailable(graph_key, platform, f"database unusable: {self._unusable}")
-        stored = self.store().best_configs_for_graph(graph_key)
+        stored = self._read(lambda store: store.best_configs_for_graph(graph_key))
         decision = decide_tier(graph_key, platform, stored)
         if decision.tier is Tier.MISS and not stored and code is not None:   # a shape no bucket has
-            decision = decide_nearest_bucket(decision, code, self.store().bucket_configs(platform.key))
+            decision = decide_nearest_bucket(decision, code, self._bucket_configs(platform.key))
         return decision
+
+    def _bucket_configs(self, platform_key: str) -> "list[tuple[str, GraphFingerprint, BestConfig]]":
+        """Every shape bucket's config on this platform, read once per process: each miss of a
+        dynamic model would otherwise re-read every bucket graph's full code."""
+        found = self._buckets.get(platform_key)
+        if found is None:
+            found = self._buckets[platform_key] = self._read(lambda store: store.bucket_configs(platform_key))
+        return found
 
     def _unavailable(self, graph_key: str, platform: "Platform", reason: str) -> Decision:
         from tuner.inductor import CompileConfig
@@ -273,6 +283,14 @@ class Lookup:
                         config=CompileConfig(), reason=reason)
 
     # -- the store -------------------------------------------------------------
+    def _read(self, call: "Callable[[Store], T]") -> T:
+        """`call(store)` within `Settings.lookup_timeout_s`, opening the store first if needed:
+        StorageError past the deadline, even from a server that accepts and then never answers
+        (`tuner.storage.within`). Call with `self._lock` held."""
+        from tuner.storage import within
+
+        return within(self.settings.lookup_timeout_s, lambda: call(self.store()), url=self.settings.db_url)
+
     def store(self) -> "Store":
         """The read-only store, opened on first use within the lookup timeout.
 
@@ -300,6 +318,7 @@ class Lookup:
         warning already given (tests and benchmarks)."""
         with self._lock:
             self._cache.clear()
+            self._buckets.clear()
             if not keep_store:
                 self._close_store()
                 self._unusable = None

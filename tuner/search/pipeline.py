@@ -21,7 +21,7 @@ from tuner.search.driver import Driver, SearchInterrupted, SearchOptions, Search
 from tuner.search.objectives import LATENCY_ONLY, front_finalists
 from tuner.search.verdict import Verdict, best_configs, conclude, pick_finalists
 from tuner.settings import Settings
-from tuner.storage import Store, StudyInfo, TrialRecord
+from tuner.storage import Store, StudyInfo, TrialRecord, handed_on
 from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec
 from tuner.workers import Executor, get_executor
 
@@ -116,10 +116,11 @@ def run_search(options: SearchOptions, *, execution: Execution = Execution(), se
     target = _prepare_with_kernels(options, settings.db_url, events)
     events.prepared(target)
     # Absolute: trial processes run in their own scratch folders (and Ray nodes elsewhere).
-    # kernel_db: the trials' @tuner.autotune kernels hit the configs stored while preparing.
-    options = replace(options, measure=replace(measure, model_path=str(Path(measure.model_path).expanduser().resolve()),
-                                               kernel_db=settings.db_url))
-    with open_for_search(settings.db_url) as store:
+    # kernel_db: the trials' @tuner.autotune kernels hit the configs stored while preparing; it
+    # travels in task arguments and job files, so without its password (`handed_on`).
+    with handed_on(settings.db_url) as kernel_db, open_for_search(settings.db_url) as store:
+        options = replace(options, measure=replace(measure, kernel_db=kernel_db,
+                                                   model_path=str(Path(measure.model_path).expanduser().resolve())))
         executor = get_executor(execution.executor, workers=execution.workers,
                                 address=execution.address or settings.ray_address,
                                 platform_key=target.platform.key, device=target.platform.device)
