@@ -45,6 +45,20 @@ def test_the_gpu_check_runs_its_harvest_section_in_smoke_mode(tmp_path: Path) ->
     assert (out / "harvest.db").exists()
 
 
+@pytest.mark.slow
+def test_the_gpu_check_runs_its_measurement_section_in_smoke_mode(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out), "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run([sys.executable, "-P", str(CHECK), "--smoke", "--sections", "e", "--budget", "300"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    report = (out / "gpu_check.txt").read_text()
+    assert done.returncode == 0, report[-4000:] + done.stderr[-2000:]
+    summary = report.split("== summary ==", 1)[1]
+    assert "e. measurement (issue 24)    ok" in summary and "freezing passed" in summary, summary
+    assert "e1 clock: skipped on CPU" in report and "e6 memory: the frozen candidate's own" in report
+
+
 @pytest.mark.parametrize("flags", ["GPU_SEARCH", "SMOKE_SEARCH"])
 def test_the_search_flags_of_the_gpu_check_pass_tuner_search_checks(tmp_path: Path, flags: str) -> None:
     # The model file does not exist: a flag `tuner search` refuses would be named before it is.

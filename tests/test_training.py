@@ -77,21 +77,22 @@ def test_a_compiled_step_with_wrong_gradients_is_wrong_result(monkeypatch: pytes
     torch._dynamo.reset()
     broken = prepare(spec, ())
     assert isinstance(broken, Rejected) and broken.status is Status.WRONG_RESULT
-    assert broken.headline.startswith("training step: gradient of fc1.weight: max abs error"), broken.headline
+    assert broken.headline.startswith("training step: gradient of fc1.weight: norm-relative error"), broken.headline
 
 
 def test_compare_steps_names_the_first_mismatching_parameter() -> None:
-    from tuner.measure import compare_outputs
+    from tuner.measure import compare_gradients
     from tuner.workload import StepResult, compare_steps
 
     grads = (("a", torch.ones(3)), ("b", torch.ones(2)), ("frozen", None))
     ref = StepResult(torch.tensor(1.0), grads)
-    assert compare_steps(ref, StepResult(torch.tensor(1.0), grads), compare_outputs) is None
+    assert compare_steps(ref, StepResult(torch.tensor(1.0), grads), compare_gradients) is None
     off = StepResult(torch.tensor(1.0), (grads[0], ("b", torch.tensor([1.0, 1.5])), grads[2]))
-    assert compare_steps(ref, off, compare_outputs).startswith("gradient of b: max abs error 0.5")
-    assert compare_steps(ref, StepResult(torch.tensor(1.1), grads), compare_outputs).startswith("loss: max abs error")
+    assert compare_steps(ref, off, compare_gradients).startswith("gradient of b: norm-relative error 0.354")
+    assert compare_steps(ref, StepResult(torch.tensor(1.1), grads), compare_gradients).startswith(
+        "loss: norm-relative error")
     missing = StepResult(torch.tensor(1.0), (grads[0], ("b", None), grads[2]))
-    assert compare_steps(ref, missing, compare_outputs) == "gradient of b: none, eager has one"
+    assert compare_steps(ref, missing, compare_gradients) == "gradient of b: none, eager has one"
 
 
 def test_train_mode_without_get_loss_names_the_fix(tmp_path: Path) -> None:

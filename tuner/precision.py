@@ -21,6 +21,7 @@ is not fp32 is accepted only within `--tolerance` of the fp32 eager reference, b
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
@@ -141,7 +142,8 @@ def relative_error(reference: "torch.Tensor", got: "torch.Tensor") -> float:
 
 def accuracy_problem(reference: list["torch.Tensor"], got: list["torch.Tensor"]) -> tuple[str | None, float]:
     """(why `got` cannot be compared with `reference`, or None; the largest relative error over
-    the floating outputs). Shapes and dtypes must agree and integer outputs must be equal."""
+    the floating outputs). Shapes and dtypes must agree and integer outputs must be equal; NaN in
+    either (an error that cannot be measured) is a problem, never a pass."""
     import torch
 
     if len(reference) != len(got):
@@ -154,7 +156,11 @@ def accuracy_problem(reference: list["torch.Tensor"], got: list["torch.Tensor"])
             if not torch.equal(ref.cpu(), out.cpu()):
                 return f"output {i}: integer values differ from eager", float("inf")
             continue
-        worst = max(worst, relative_error(ref, out))
+        error = relative_error(ref, out)
+        if math.isnan(error):       # max(worst, nan) keeps worst: a NaN reference would pass
+            where = "eager" if bool(torch.isnan(ref).any()) else "the output"
+            return f"output {i}: {where} holds NaN on these inputs, so its error cannot be measured", float("nan")
+        worst = max(worst, error)
     return None, worst
 
 

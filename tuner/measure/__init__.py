@@ -8,20 +8,24 @@ re-measures the finalists in one process, interleaved. Importing it loads torch:
 confirmation processes (and tests) do.
 """
 from tuner.measure.confirm import run_confirmation
-from tuner.measure.core import (Rejected, Runner, allow_variants, apply_threads, compare_outputs, prepare,
-                                prepare_training, run_trial)
+from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, prepare, prepare_training, run_trial
+from tuner.measure.verify import Verdict, compare_gradients, compare_outputs, fp64_reference, verify_outputs
 from tuner.measure.node_lock import compile_lock, measure_lock
 
 __all__ = [
     "Rejected",
     "Runner",
+    "Verdict",
     "allow_variants",
     "apply_threads",
+    "compare_gradients",
     "compare_outputs",
     "compile_lock",
+    "fp64_reference",
     "measure_lock",
     "prepare",
     "prepare_training",
     "run_confirmation",
     "run_trial",
+    "verify_outputs",
 ]

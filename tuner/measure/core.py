@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import os
 import random
-import resource
 import socket
 import statistics
 import time
@@ -23,23 +22,16 @@ from typing import Any, Callable
 
 import torch
 
+from tuner.measure.device import allocated_bytes, call_peak_mb, checked_calls, device_sync, select
+from tuner.measure.verify import compare_gradients, compare_outputs, fp64_reference, verify_outputs
 from tuner.precision import FP32
 from tuner.trial import (MeasureSpec, Measurement, RoundPruner, RoundValues, Status, TrialRequest, calibrate,
                          interleaved_rounds, median_and_iqr, paired_speedup, time_samples)
 
-__all__ = ["Rejected", "Runner", "calibrate", "check_precision", "compare_outputs", "median_and_iqr", "prepare",
-           "prepare_training", "run_trial", "time_samples"]
+__all__ = ["Rejected", "Runner", "calibrate", "check_precision", "compare_gradients", "compare_outputs",
+           "median_and_iqr", "prepare", "prepare_training", "run_trial", "time_samples"]
 CANDIDATE, BASELINE = "candidate", "default"
-
-# (rtol, atol) by dtype. Inductor reorders reductions and fuses, so fp32 gets more
-# room than torch.testing's defaults; low precision gets its usual tolerance.
-TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-7, 1e-7),
-    torch.float32: (1e-4, 1e-4),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (5e-2, 5e-2),
-}
-
+LATER_CALLS = 2     # after the first: cudagraph trees record on the 2nd call and replay from the 3rd
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -53,62 +45,6 @@ def error_headline(exc: BaseException) -> str:
     """
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
-
-
-def compare_outputs(reference: list[torch.Tensor], got: list[torch.Tensor]) -> str | None:
-    """None when `got` matches `reference` within its dtype's tolerance, else why not.
-
-    Never passes vacuously: a reference with no tensor, or with NaN (which would match any
-    NaN), is a mismatch; the driver refuses such model files before any trial
-    (`tuner.workload.eager_reference`). NaN or Inf where the reference is finite is a
-    mismatch, and where the reference is ±Inf the output must hold the same Inf.
-    """
-    if not reference:
-        return "eager output holds no tensor, so there is nothing to compare"
-    if len(reference) != len(got):
-        return f"output has {len(got)} tensors, eager has {len(reference)}"
-    for i, (ref, out) in enumerate(zip(reference, got)):
-        if ref.shape != out.shape or ref.dtype != out.dtype:
-            return f"output {i}: {tuple(out.shape)} {out.dtype}, eager {tuple(ref.shape)} {ref.dtype}"
-        ref, out = ref.detach().cpu(), out.detach().cpu()
-        if not ref.is_floating_point():
-            if not torch.equal(ref, out):
-                return f"output {i}: integer values differ from eager"
-            continue
-        mismatch = _compare_floats(ref, out)
-        if mismatch:
-            return f"output {i}: {mismatch}"
-    return None
-
-
-def _compare_floats(ref: torch.Tensor, out: torch.Tensor) -> str | None:
-    if bool(torch.isnan(ref).any()):
-        return f"eager holds {int(torch.isnan(ref).sum())} NaN values, so nothing can match it"
-    bad = ~torch.isfinite(out) & torch.isfinite(ref)
-    if bool(bad.any()):
-        return f"{int(bad.sum())} NaN/Inf values where eager is finite"
-    inf = torch.isinf(ref)
-    wrong_inf = int((out[inf] != ref[inf]).sum())     # NaN, a finite value or the other sign
-    if wrong_inf:
-        return f"{wrong_inf} values differ from eager's ±Inf (an Inf must keep its position and sign)"
-    ref, out = ref[~inf], out[~inf]
-    rtol, atol = TOLERANCES.get(ref.dtype, (1e-4, 1e-4))
-    if not torch.allclose(out, ref, rtol=rtol, atol=atol):
-        err = float((out.double() - ref.double()).abs().max())
-        return f"max abs error {err:.3g} exceeds {ref.dtype} tolerance (rtol={rtol}, atol={atol})"
-    return None
-
-
-def device_sync(device: str) -> Callable[[], None]:
-    if device.startswith("cuda"):
-        return torch.cuda.synchronize
-    return lambda: None
-
-
-def peak_memory_mb(device: str) -> float:
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # Linux reports KiB
 
 
 def seed_everything(seed: int) -> None:
@@ -213,11 +149,15 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     """The one way a trial and the confirmation get a config ready to time.
 
     Loads `spec.model_path` afresh (seeded with `spec.seed`: new module and class objects, so
-    Dynamo caches never mix configs), takes its eager output as the reference, compiles
+    Dynamo caches never mix configs) and makes its device the process's current one, takes its
+    eager output (and an fp64 eager output, `tuner.measure.verify`) as the reference, compiles
     `params` (None: eager, not compiled), makes the first call under the node's compile lock
-    and compares its output with the reference. A failing first call or a mismatch is a
+    (`compile_s` is timed from inside the lock, so waiting at it does not count), waits for the
+    device, then makes LATER_CALLS more calls (with cudagraphs the first call runs outside the
+    graph; the replays are what is timed and what users get) and compares every call's output
+    with the reference. A failing call (an asynchronous CUDA error included) or a mismatch is a
     `Rejected`; a broken model file or unknown knobs raise (the caller's boundary records them).
-    A precision other than fp32 is checked by `check_precision` instead of `compare_outputs`.
+    A precision other than fp32 is checked by `check_precision` instead of the gate.
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.inductor import compile_config, compile_model, gemm_choices, triton_choices
@@ -227,11 +167,15 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     if spec.mode == TRAIN:      # whole training steps, checked on the loss and gradients
         return prepare_training(spec, params)
     loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
+    select(loaded.device)
+    sync = device_sync(loaded.device)
+    precision = dict(params or ()).get("precision", FP32)
     with torch.no_grad():
         reference = [t.clone() for t in flatten_outputs(loaded.call())]
+        wide = fp64_reference(loaded) if precision == FP32 else None
         config = None if params is None else compile_config(dict(params))
         model = loaded.model if config is None else compile_model(loaded.model, config)
-        start = time.perf_counter()
+        call = lambda: flatten_outputs(loaded.call(model))  # noqa: E731
         try:
             # GEMMs Inductor autotunes in this compile (max_autotune) and the tile configs its generated
             # Triton kernels settle on (CUDA) are harvested for lookups.
@@ -239,52 +183,66 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
             tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(patches)
             with compile_lock(), gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
                     triton_choices.harvesting(tunes_kernels) as kernels:
-                first = flatten_outputs(loaded.call(model))
+                (first,), compile_s = checked_calls(call, sync, 1)
+                later, _ = checked_calls(call, sync, LATER_CALLS)
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
-        compile_s = time.perf_counter() - start
-    precision = dict(params or ()).get("precision", FP32)
     if precision != FP32:
         note = check_precision(spec, loaded, model, reference, first, precision)
         if isinstance(note, Rejected):
             return note
     else:
-        note, mismatch = None, compare_outputs(reference, first)
+        note, mismatch = _verify_calls(reference, [first, *later], wide)
         if mismatch:
             return Rejected(Status.WRONG_RESULT, mismatch)
     gemm_choices.save_harvest(gemms, db_url=spec.kernel_db, device=loaded.device)  # a verified compile's only
     triton_choices.save_harvest(kernels.choices(), db_url=spec.kernel_db, device=loaded.device)
-    return Runner(call=lambda: loaded.call(model), sync=device_sync(loaded.device), device=loaded.device,
+    return Runner(call=lambda: loaded.call(model), sync=sync, device=loaded.device,
                   compile_s=None if params is None else compile_s, note=note)
+
+
+def _verify_calls(reference: list[torch.Tensor], calls: list[list[torch.Tensor]],
+                  wide: list[torch.Tensor] | None) -> tuple[str | None, str | None]:
+    """(the gate's note on the first call, the first mismatch) over every call's outputs; a later
+    call's mismatch says which call it was."""
+    verdicts = [verify_outputs(reference, got, wide) for got in calls]
+    for n, verdict in enumerate(verdicts, start=1):
+        if verdict.mismatch:
+            return None, verdict.mismatch if n == 1 else f"call {n} (after a first that matched): {verdict.mismatch}"
+    return verdicts[0].note, None
 
 
 def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Runner | Rejected:
     """`prepare` in train mode (`tuner.workload.training`): load the file afresh under `spec.seed`, take an
     eager step's loss and gradients as the reference (weights and buffers restored after), compile
     `params` (None: eager), make the first step (with the optimizer's) under the compile lock and
-    compare its loss and gradients with the reference (`compare_outputs`). `call` is one whole
+    compare its loss and gradients with the reference, per parameter by norm-relative error and
+    cosine similarity (`tuner.measure.verify.compare_gradients`). `call` is one whole
     step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
     from tuner.inductor import compile_config, compile_model
     from tuner.measure.node_lock import compile_lock
     from tuner.workload import compare_steps, load_model_file, loss_call, make_optimizer, run_step, timed_step
 
     loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
+    select(loaded.device)
+    sync = device_sync(loaded.device)
     loss, initial = loss_call(loaded), copy.deepcopy(loaded.model.state_dict())
     reference = run_step(loaded.model, lambda: loss(loaded.model), None, loaded.path)
     loaded.model.load_state_dict(initial)
     model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
     optimizer = make_optimizer(loaded, loaded.model)
-    start = time.perf_counter()
     try:
         with compile_lock():
+            start = time.perf_counter()       # inside the lock: waiting at it is not compiling
             first = run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)
+            sync()                            # an asynchronous CUDA error is this config's
+            compile_s = time.perf_counter() - start
     except Exception as exc:  # a config that fails is a value, as the module docstring says
         return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
-    compile_s = time.perf_counter() - start
-    mismatch = compare_steps(reference, first, compare_outputs)
+    mismatch = compare_steps(reference, first, compare_gradients)
     if mismatch:
         return Rejected(Status.WRONG_RESULT, f"training step: {mismatch}")
-    return Runner(call=timed_step(loaded.model, lambda: loss(model), optimizer), sync=device_sync(loaded.device),
+    return Runner(call=timed_step(loaded.model, lambda: loss(model), optimizer), sync=sync,
                   device=loaded.device, compile_s=None if params is None else compile_s)
 
 
@@ -341,7 +299,8 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     """Time the candidate against Inductor's defaults in this process, paired and interleaved.
 
     The defaults' compile comes from Inductor's FX graph cache after the first trial, so the
-    pairing costs a model load and a cache hit. The trial of the defaults themselves times
+    pairing costs a model load and a cache hit. It is compiled and first called before the
+    candidate. The peak memory is the candidate's own (`tuner.measure.device.call_peak_mb`). The trial of the defaults themselves times
     its one runner twice per round: its ratio shows the noise of this protocol on this machine.
     With `request.pruning`, a `RoundPruner` may stop the rounds early: the trial is then PRUNED,
     with the pairing of the rounds it ran.
@@ -351,17 +310,23 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     spec = request.spec
     threads = apply_threads(spec)
     allow_variants(2)
-    runner = prepare(spec, request.params)
-    if isinstance(runner, Rejected):
-        return Measurement.failed(runner.status, runner.message, worker)
-    # The defaults' own trial times its runner against itself: the ratio shows the noise.
-    baseline = prepare(spec, ()) if request.params else runner
+    # The default compile goes first, compiled and called before the candidate exists: state a
+    # candidate's compile sets up once per process (freezing's passes) then cannot slow it.
+    baseline = prepare(spec, ())
     if isinstance(baseline, Rejected):
+        if not request.params:          # the defaults' own trial: its failure is its own
+            return Measurement.failed(baseline.status, baseline.message, worker)
         return Measurement.failed(Status.RUNTIME_ERROR, f"the default compile, which every trial is paired with, "
                                   f"failed: {baseline.message}", worker)
+    resident_since = allocated_bytes(baseline.device) if request.params else 0
+    # The defaults' own trial times its runner against itself: the ratio shows the noise.
+    runner = prepare(spec, request.params) if request.params else baseline
+    if isinstance(runner, Rejected):
+        return Measurement.failed(runner.status, runner.message, worker)
     pruner = RoundPruner(request.pruning) if request.pruning is not None else None
     steps = RoundValues(pruner)
     with torch.no_grad(), measure_lock():
+        peak_mb = call_peak_mb(runner.call, runner.device, resident_since=resident_since)
         rounds = interleaved_rounds({CANDIDATE: runner, BASELINE: baseline}, spec.plan(), baseline=BASELINE,
                                     rng=random.Random(spec.seed * 100_003 + request.number),
                                     should_stop=None if pruner is None else
@@ -370,7 +335,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     sp = paired_speedup(rounds[BASELINE], rounds[CANDIDATE])
     pruned = pruner is not None and pruner.stopped_at is not None
     return Measurement(status=Status.PRUNED if pruned else Status.OK, latency_ms=median, spread_ms=spread,
-                       compile_s=runner.compile_s, peak_mem_mb=peak_memory_mb(runner.device),
+                       compile_s=runner.compile_s, peak_mem_mb=peak_mb,
                        reps=len(rounds[CANDIDATE]), worker=worker, threads=threads,
                        baseline_ms=statistics.median(rounds[BASELINE]), speedup=sp.median if sp else None,
                        speedup_low=sp.low if sp else None, speedup_high=sp.high if sp else None,

@@ -9,11 +9,12 @@ so a trial process can import it before torch (a test says so).
 """
 from tuner.trial.confirmation import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, VariantResult,
                                       halves, speedup)
+from tuner.trial.cuda_api import CudaApi, TorchCuda, flush_buffer, torch_cuda
 from tuner.trial.memory_limit import (MIN_MB, apply_memory_limit, exceeded, format_mb, limit_in_force,
                                       out_of_memory_line, parse_size_mb)
 from tuner.trial.pruning import PruneHistory, PruneSpec, RoundPruner, RoundValues, check_pruner, replay_pruning
 from tuner.trial.stats import Speedup, median_and_iqr, median_interval, paired_speedup
-from tuner.trial.timing import RoundPlan, calibrate, interleaved_rounds, time_samples
+from tuner.trial.timing import CudaClock, RoundPlan, calibrate, interleaved_rounds, min_sample_s, time_samples
 from tuner.trial.values import Candidate, Measurement, MeasureSpec, Status, TrialRequest
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "ConfirmFailed",
     "ConfirmRequest",
     "ConfirmResult",
+    "CudaApi",
+    "CudaClock",
     "MeasureSpec",
     "Measurement",
     "PruneHistory",
@@ -33,6 +36,7 @@ __all__ = [
     "RoundValues",
     "Speedup",
     "Status",
+    "TorchCuda",
     "TrialRequest",
     "VariantResult",
     "apply_memory_limit",
@@ -40,15 +44,18 @@ __all__ = [
     "check_pruner",
     "exceeded",
     "format_mb",
+    "flush_buffer",
     "halves",
     "interleaved_rounds",
     "limit_in_force",
     "median_and_iqr",
     "median_interval",
+    "min_sample_s",
     "out_of_memory_line",
     "paired_speedup",
     "parse_size_mb",
     "replay_pruning",
     "speedup",
     "time_samples",
+    "torch_cuda",
 ]

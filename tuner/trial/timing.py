@@ -8,9 +8,12 @@ budget is spent, or at `max_rounds`, and never before `min_rounds`; a caller's `
 (pruning, `tuner.trial.pruning`) may stop it earlier.
 
 Clocks: on CPU a sample is `calls` back-to-back calls timed with `perf_counter` (enough
-calls to last MIN_SAMPLE_S, so the clock's grain is noise-free). On CUDA each call is
-timed with CUDA events after writing a buffer larger than the L2 cache, so no call
-starts with the previous call's data in cache; the sample is the mean of those calls.
+calls to last MIN_SAMPLE_S, so the clock's grain is noise-free). On CUDA (`CudaClock`) a
+sample is one pair of CUDA events around `calls` back-to-back calls (enough to last
+MIN_CUDA_SAMPLE_S): the L2 cache is flushed first, then the host waits for the device, so
+the start event is recorded on an idle GPU and the host work of the calls (Dynamo guards,
+the Python wrapper, launches) lies inside the pair, as a user sees it. Every device call
+names the variant's device, never the current one.
 """
 from __future__ import annotations
 
@@ -21,10 +24,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
+from tuner.trial.cuda_api import CudaApi, flush_buffer, torch_cuda
 from tuner.trial.stats import paired_speedup
 
 MIN_SAMPLE_S = 0.002          # one CPU sample lasts at least this long
-L2_FLUSH_BYTES = 256 * 2**20  # larger than any GPU's L2 cache (H100/H200: 50-60 MiB)
+MIN_CUDA_SAMPLE_S = 0.001     # one CUDA event pair spans at least this long (events resolve ~0.5 us)
 
 
 class Timed(Protocol):
@@ -49,14 +53,15 @@ class RoundPlan:
     warmup: int = 3
 
 
-def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None]) -> int:
-    """Run `warmup` calls; return how many calls one timed sample needs to last MIN_SAMPLE_S."""
+def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None],
+              min_sample_s: float = MIN_SAMPLE_S) -> int:
+    """Run `warmup` calls; return how many calls one timed sample needs to last `min_sample_s`."""
     start = time.perf_counter()
     for _ in range(max(1, warmup)):
         fn()
     sync()
     per_call = (time.perf_counter() - start) / max(1, warmup)
-    return max(1, math.ceil(MIN_SAMPLE_S / max(per_call, 1e-7)))
+    return max(1, math.ceil(min_sample_s / max(per_call, 1e-7)))
 
 
 def time_samples(fn: Callable[[], Any], *, calls: int, samples: int, sync: Callable[[], None]) -> list[float]:
@@ -73,53 +78,56 @@ def time_samples(fn: Callable[[], Any], *, calls: int, samples: int, sync: Calla
 
 
 class CudaClock:
-    """CUDA events around each call, with the L2 cache flushed before it."""
+    """CUDA events around `calls` back-to-back calls on `device`, after flushing its L2 cache and
+    waiting for the flush to finish (so the pair holds the calls' host work, not just their
+    kernels). `api` drives the device (default: torch.cuda)."""
 
-    def __init__(self) -> None:
-        import torch
-
-        self.torch = torch
-        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    def __init__(self, device: str, api: CudaApi | None = None) -> None:
+        self.device, self.api = device, api if api is not None else torch_cuda()
+        self.flush = flush_buffer(device, self.api)
 
     def samples(self, fn: Callable[[], Any], *, calls: int, samples: int) -> list[float]:
-        cuda = self.torch.cuda
+        api, device = self.api, self.device
         out = []
         for _ in range(samples):
-            pairs = []
+            self.flush.zero_()
+            start, end = api.event(), api.event()
+            api.synchronize(device)        # without it the flush hides up to its own length of host work
+            start.record(api.current_stream(device))
             for _ in range(calls):
-                self.flush.zero_()
-                start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-                start.record()
                 fn()
-                end.record()
-                pairs.append((start, end))
-            cuda.synchronize()
-            out.append(sum(s.elapsed_time(e) for s, e in pairs) / calls)
+            end.record(api.current_stream(device))
+            api.synchronize(device)
+            out.append(start.elapsed_time(end) / calls)
         return out
 
 
-def sampler_for(variant: Timed, calls: int, samples: int) -> Callable[[], list[float]]:
+def sampler_for(variant: Timed, calls: int, samples: int, cuda: CudaApi | None = None) -> Callable[[], list[float]]:
     """A function that takes `samples` timings (ms per call) of `variant` with its device's clock."""
     if variant.device.startswith("cuda"):
-        clock = CudaClock()
+        clock = CudaClock(variant.device, cuda)
         return lambda: clock.samples(variant.call, calls=calls, samples=samples)
     return lambda: time_samples(variant.call, calls=calls, samples=samples, sync=variant.sync)
 
 
+def min_sample_s(device: str) -> float:
+    return MIN_CUDA_SAMPLE_S if device.startswith("cuda") else MIN_SAMPLE_S
+
+
 def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseline: str, rng: random.Random,
-                       should_stop: Callable[[Mapping[str, list[float]]], bool] | None = None
-                       ) -> dict[str, list[float]]:
+                       should_stop: Callable[[Mapping[str, list[float]]], bool] | None = None,
+                       cuda: CudaApi | None = None) -> dict[str, list[float]]:
     """Per variant, its per-round latency (ms, median of the round's samples), rounds paired by index.
 
     The caller holds the node's measure lock and torch.no_grad. `baseline` names the variant
     every other is compared with for the stopping rule. `should_stop` (pruning) is called with
     the rounds so far after each round the plan would go on from (never after the last one);
-    True stops the rounds there.
+    True stops the rounds there. `cuda` drives CUDA variants' clocks (default: torch.cuda).
     """
     take = {}
     for label, variant in variants.items():
-        calls = calibrate(variant.call, warmup=plan.warmup, sync=variant.sync)
-        take[label] = sampler_for(variant, 1 if variant.device.startswith("cuda") else calls, plan.samples_per_round)
+        calls = calibrate(variant.call, warmup=plan.warmup, sync=variant.sync, min_sample_s=min_sample_s(variant.device))
+        take[label] = sampler_for(variant, calls, plan.samples_per_round, cuda)
     rounds: dict[str, list[float]] = {label: [] for label in variants}
     start = time.perf_counter()
     for n in range(1, plan.max_rounds + 1):

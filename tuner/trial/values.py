@@ -68,7 +68,7 @@ class Measurement:
     latency_ms: float | None = None      # median over `reps` timed samples
     spread_ms: float | None = None       # interquartile range of those samples
     compile_s: float | None = None       # first call: tracing + compiling + one run
-    peak_mem_mb: float | None = None     # peak RSS of the trial process (CPU) or peak allocated (CUDA)
+    peak_mem_mb: float | None = None     # the candidate's own memory (tuner.measure.device.call_peak_mb)
     reps: int | None = None
     error: str | None = None
     worker: str | None = None            # host/pid (or Ray node) that ran the trial

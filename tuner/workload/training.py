@@ -13,7 +13,7 @@ the optimizer step runs eagerly, the same for every variant, so it adds the same
 
 Correctness: from identical initial weights (each variant loads the file afresh under the same
 seed), the first step's loss and every parameter's gradient must match an eager step within the
-dtype tolerance (`tuner.measure.compare_outputs`); else WRONG_RESULT naming the first parameter
+norm-relative error and cosine similarity of `tuner.measure.compare_gradients`); else WRONG_RESULT naming the first parameter
 that differs. This module holds the pieces of a step; `tuner.measure.prepare` puts them together
 when `MeasureSpec.mode` is "train", so trials and the confirmation time whole steps.
 """
@@ -112,7 +112,8 @@ Compare = Callable[[list["torch.Tensor"], list["torch.Tensor"]], "str | None"]
 
 def compare_steps(reference: StepResult, got: StepResult, compare: Compare) -> str | None:
     """None when `got`'s loss and every gradient match `reference` by `compare` (trials pass
-    `tuner.measure.compare_outputs`: the dtype tolerance), else why not, naming the first
+    `tuner.measure.compare_gradients`: norm-relative error and cosine similarity per parameter),
+    else why not, naming the first
     parameter that differs."""
     mismatch = compare([reference.loss.reshape(())], [got.loss.reshape(())])
     if mismatch:
