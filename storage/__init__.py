@@ -23,6 +23,7 @@ _LAZY = {
     "other_platform_bests": "warm_starts", "tuned_workloads": "warm_starts",
     "device_trials": "training_data", "workload_codes": "training_data",
     "export_file": "exchange", "import_file": "exchange", "merge": "exchange", "read_file": "exchange",
+    "best_problem": "trust", "kernel_problem": "trust", "triton_config_problem": "trust",
 }
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Store",
     "StudyInfo",
     "TrialRecord",
+    "best_problem",
     "check_database",
     "current_revision",
     "device_trials",
@@ -47,6 +49,7 @@ __all__ = [
     "head_revision",
     "import_file",
     "kernel_configs",
+    "kernel_problem",
     "merge",
     "other_platform_bests",
     "parse_url",
@@ -55,6 +58,7 @@ __all__ = [
     "safe_url",
     "save_kernel_config",
     "sqlite_path",
+    "triton_config_problem",
     "tuned_workloads",
     "upgrade",
     "workload_codes",

@@ -18,8 +18,9 @@ Dynamo hands it, the backend
 
 The backend applies only configs that were measured as such (`tuner.lookup.backend_choice`).
 A stored config whose precision is not fp32 (`tuner search --precision`) applies only where
-the compile call opted in to that precision, `options={"precision": "bf16-autocast"}` (the
-backend takes that key out before Inductor sees the options); elsewhere the graph gets
+the compile call opted in to that precision, `options={"precision": "bf16-autocast"}`, and one
+whose search ran with `--unsafe` only where it opted in with `options={"unsafe": True}` (the
+backend takes those keys out before Inductor sees the options: `tuner.lookup.opt_in`); elsewhere the graph gets
 Inductor's defaults, and the backend says why once per process (a WARNING on `tuner.lookup`).
 Freezing is decided by Dynamo before any backend runs, so this plain backend cannot turn it
 on: beside a stored config that needs freezing it applies the config measured without
@@ -44,7 +45,8 @@ from tuner.errors import UsageError
 from tuner.lookup.decision import NO_UNFROZEN, Applies, Decision, Tier, backend_choice, short
 from tuner.lookup.explanation import Explanation, explain_graph, print_explanation
 from tuner.lookup.lookup import GraphLookup, Lookup, process_lookup
-from tuner.precision import FP32, split_option
+from tuner.lookup.opt_in import split_opt_ins
+from tuner.precision import FP32
 
 if TYPE_CHECKING:
     import torch.fx
@@ -86,7 +88,8 @@ class TunerBackend:
         if kwargs:
             raise UsageError(f"the tuner backend takes mode= and options= only, got {', '.join(sorted(kwargs))}; "
                              f"pass Inductor settings as options={{...}}")
-        precision, options = split_option(options)
+        opt_in, options = split_opt_ins(options)
+        precision, unsafe = opt_in.precision, opt_in.unsafe
         index = next(self._index)
         decision = self.freezing.decision_for_frozen_trace() if self.freezing is not None else None
         explanation, note = None, "frozen re-trace, decided from the first call"
@@ -96,16 +99,16 @@ class TunerBackend:
             found = lookup.decide_graph(gm, example_inputs, index=index)
             decision, fingerprint = found.decision, found.fingerprint
             explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
-            if self.freezing is not None and self.freezing.probe(decision, precision=precision):
+            if self.freezing is not None and self.freezing.probe(decision, precision=precision, unsafe=unsafe):
                 _report(index, decision, explanation,
                         note="runs uncompiled this once; compiled with freezing from the next call")
                 return gm.forward
             if decision.tier is Tier.MISS and found.fingerprint is not None and decision.platform is not None:
                 dispatcher = _per_bucket(lookup, gm, example_inputs, found.fingerprint, decision.platform, index,
-                                         mode=mode, options=options, precision=precision)
+                                         mode=mode, options=options, precision=precision, unsafe=unsafe)
                 if dispatcher is not None:      # a dynamic graph of tuned shape buckets (tuner.lookup.dispatch)
                     return dispatcher
-        choice = backend_choice(decision, traced_frozen=_traced_frozen(), precision=precision)
+        choice = backend_choice(decision, traced_frozen=_traced_frozen(), precision=precision, unsafe=unsafe)
         _report(index, decision, explanation, note="; ".join(n for n in (note, choice.note) if n))
         if choice.applies is Applies.UNMEASURED:
             _say_unmeasured_once(decision)
@@ -139,15 +142,17 @@ class FreezingPlan:
         self.requested = False                  # some graph of that call wants freezing
         self._frozen_seen = 0
 
-    def probe(self, decision: Decision, *, precision: str = FP32) -> bool:
+    def probe(self, decision: Decision, *, precision: str = FP32, unsafe: bool = False) -> bool:
         """Phase 1: remember the decision; True when its graph should run uncompiled this once
-        because its config turns freezing on (and grad is off) in fp32 or the opted-in `precision`."""
+        because its config turns freezing on (and grad is off) in fp32 or the opted-in `precision`,
+        from a search without --unsafe unless the call opted in (`unsafe`)."""
         import torch
 
         if not self.probing or torch.is_grad_enabled():
             return False
         self.decisions.append(decision)
-        if decision.hit and decision.config.freezing and decision.config.precision in (FP32, precision):
+        if (decision.hit and decision.config.freezing and decision.config.precision in (FP32, precision)
+                and (unsafe or decision.best is None or not decision.best.unsafe)):
             self.requested = True
             return True
         return False
@@ -167,7 +172,7 @@ class FreezingPlan:
 
 def _per_bucket(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any],
                 fingerprint: "GraphFingerprint", platform: "Platform", index: int, *, mode: str | None,
-                options: Mapping[str, Any] | None, precision: str) -> "Dispatcher | None":
+                options: Mapping[str, Any] | None, precision: str, unsafe: bool = False) -> "Dispatcher | None":
     """For a graph with symbolic sizes that tuned shape buckets bind (`Lookup.bucket_decisions`):
     one copy of the graph per distinct config the buckets apply (`backend_choice` per bucket),
     compiled now, and the `tuner.lookup.Dispatcher` that runs each call's nearest bucket.
@@ -185,7 +190,7 @@ def _per_bucket(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequ
     copy_of: dict[str, int] = {}
     rows = []
     for sizes, bucket in buckets:
-        choice = backend_choice(bucket, traced_frozen=_traced_frozen(), precision=precision)
+        choice = backend_choice(bucket, traced_frozen=_traced_frozen(), precision=precision, unsafe=unsafe)
         eager = choice.applies is Applies.EAGER
         key = "eager" if eager else repr(choice.config)
         if key not in copy_of:          # buckets that apply the same config share one compiled copy
