@@ -2,7 +2,8 @@
 
 Import as `tuner.search_spaces` (the folder `search_spaces/` installs under that name).
 """
-from tuner.search_spaces.catalogue import ALLOWED, allowed_knob, known_knobs, param_problem, validate_params
+from tuner.search_spaces.catalogue import (ALLOWED, TABLES, allowed_knob, device_param_problem, known_knobs, param_problem,
+                                          validate_params)
 from tuner.search_spaces.knobs import (FUNCTORCH_PREFIX, SPECIAL, Knob, installed_default, installed_has, mode_options,
                                       same_value, torch_version)
 from tuner.search_spaces.space import MAX_RECORDED_POINTS, SearchSpace, knob_distribution, load_space
@@ -16,7 +17,9 @@ __all__ = [
     "SPECIAL",
     "SearchSpace",
     "SpaceFile",
+    "TABLES",
     "allowed_knob",
+    "device_param_problem",
     "installed_default",
     "installed_has",
     "knob_distribution",

@@ -74,6 +74,26 @@ def param_problem(name: str, value: Any) -> str | None:
     return f"{name}: {problem}"
 
 
+def device_param_problem(name: str, value: Any, device: str) -> str | None:
+    """Why `name=value` cannot apply on a `device` platform, or None. Stricter than `param_problem`:
+    the knob and its value must be in that device's own table (`TABLES[device]`; `precision` where
+    that mode runs on the device), not the union, so a CUDA-only knob or value is refused on a
+    CPU platform. Never raises. (`tuner.storage.trust` applies it to every stored row.)"""
+    table = {knob.name: knob for knob in TABLES.get(device, ())}
+    if name == PRECISION.name:
+        problem = PRECISION.value_problem(value)
+        if problem is None and PRECISIONS[value].cuda_only and device != "cuda":
+            problem = f"precision {value!r} does not run on {device}"
+        return None if problem is None else f"{name}: {problem}"
+    knob = table.get(name)
+    if knob is None:
+        return f"knob {name!r} is not one tuner sets on {device or 'this device'} platforms"
+    problem = knob.value_problem(value)
+    if problem is None or (not knob.is_special and _is_installed_default(name, value)):
+        return None
+    return f"{name}: {problem} (on {device})"
+
+
 def _is_installed_default(name: str, value: Any) -> bool:
     have = installed_default(name)
     return have is not _MISSING and same_value(have, value)

@@ -24,6 +24,7 @@ _LAZY = {
     "other_platform_bests": "warm_starts", "tuned_workloads": "warm_starts",
     "device_trials": "training_data", "workload_codes": "training_data",
     "export_file": "exchange", "import_file": "exchange", "merge": "exchange", "read_file": "exchange",
+    "best_problem": "trust", "kernel_problem": "trust", "triton_config_problem": "trust",
 }
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "Store",
     "StudyInfo",
     "TrialRecord",
+    "best_problem",
     "check_database",
     "current_revision",
     "device_trials",
@@ -49,6 +51,7 @@ __all__ = [
     "head_revision",
     "import_file",
     "kernel_configs",
+    "kernel_problem",
     "merge",
     "other_platform_bests",
     "parse_url",
@@ -57,6 +60,7 @@ __all__ = [
     "safe_url",
     "save_kernel_config",
     "sqlite_path",
+    "triton_config_problem",
     "tuned_workloads",
     "upgrade",
     "within",

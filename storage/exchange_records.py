@@ -1,9 +1,11 @@
 """The records of an exchange file: one best config, or one failure rule, as a JSON object.
 
-`record_json` writes a BestConfig as a record of the current format (version 3; its records
-are version 2's); `record_best` checks one record of version 1, 2 or 3 and returns its
+`record_json` writes a BestConfig as a record of the current format (version 5: version 2's
+keys and `unsafe`); `record_best` checks one record of version 1 to 5 and returns its
 BestConfig. A version-1 record lacks the verdict keys (`eager`, `unfrozen_params`,
-`unfrozen_speedup`, `search_speedup`) and reads with BestConfig's defaults for them.
+`unfrozen_speedup`, `search_speedup`) and reads with BestConfig's defaults for them; a record
+before version 5 lacks `unsafe` and reads as unsafe exactly where its knobs include an unsafe one.
+Every record is then checked against what its own platform can apply (`tuner.storage.trust`).
 `rule_json` and `record_rule` do the same for a learned failure rule (version 3), `kernel_json`
 and `record_kernel` for a kernel config (version 4). The file
 around the records, and the format's description, are tuner.storage.exchange's.
@@ -19,6 +21,7 @@ from tuner.keys import Platform
 from tuner.storage.failure_rows import MIN_FAILURES
 from tuner.storage.provenance import utc_iso
 from tuner.storage.records import BestConfig, FailureRule, KernelConfig
+from tuner.storage.trust import best_problem, holds_unsafe, kernel_problem, rule_problem
 
 MAX_STRING = 4096                       # bytes of UTF-8 of a knob's text value
 _V1 = {"graph_key": str, "platform_key": str, "workload_key": str, "params": dict,
@@ -32,6 +35,7 @@ KEYS: dict[int, dict[str, Any]] = {
         "unfrozen_eager": bool, "search_speedup": (float, None)},
 }
 KEYS[3] = KEYS[4] = KEYS[2]           # versions 3 and 4 added other objects, not record keys
+KEYS[5] = {**KEYS[2], "unsafe": bool}  # version 5: the record's search ran with --unsafe
 RULE_KEYS = {"platform_key": str, "knobs": dict, "failures": int, "created_at": str}
 # The database columns' limits, in bytes of UTF-8.
 RECORD_LENGTHS = {"graph_key": 128, "platform_key": 128, "workload_key": 128, "user": 255,
@@ -48,7 +52,7 @@ def record_json(best: BestConfig) -> dict[str, Any]:
     unfrozen = None if best.unfrozen_params is None else dict(best.unfrozen_params)
     return {**{name: getattr(best, name) for name in KEYS[max(KEYS)]}, **floats,
             "params": dict(best.params), "rounds": int(best.rounds), "eager": bool(best.eager),
-            "unfrozen_eager": bool(best.unfrozen_eager),
+            "unfrozen_eager": bool(best.unfrozen_eager), "unsafe": bool(best.unsafe),
             "unfrozen_params": unfrozen, "created_at": utc_iso(best.created_at)}
 
 
@@ -77,7 +81,14 @@ def record_best(record: Any, where: str, *, version: int,
     for name in _FLOATS:
         if fields.get(name) is not None:
             fields[name] = float(fields[name])
-    return BestConfig(**fields, created_at=created)
+    platform = platforms[record["platform_key"]]
+    if "unsafe" not in fields:          # before version 5: unsafe exactly where its knobs are
+        fields["unsafe"] = any(holds_unsafe(p, platform.device) for p in (record["params"], record.get("unfrozen_params")))
+    best = BestConfig(**fields, created_at=created)
+    problem = best_problem(best, platform)
+    if problem is not None:
+        raise Invalid(f"{where}: {problem} (on platform {platform.key}, a {platform.device} platform)")
+    return best
 
 
 def rule_json(rule: FailureRule) -> dict[str, Any]:
@@ -101,8 +112,12 @@ def record_rule(record: Any, where: str, *, platforms: dict[str, Platform]) -> F
     if record["failures"] < MIN_FAILURES:
         raise Invalid(f"{where}: a failure rule needs at least {MIN_FAILURES} failures, "
                       f"got {record['failures']}")
-    return FailureRule(platform_key=record["platform_key"], knobs=tuple(sorted(knobs.items())),
+    rule = FailureRule(platform_key=record["platform_key"], knobs=tuple(sorted(knobs.items())),
                        failures=record["failures"], created_at=_created(record["created_at"], where))
+    problem = rule_problem(rule, platforms[record["platform_key"]])
+    if problem is not None:
+        raise Invalid(f"{where}: {problem}")
+    return rule
 
 
 def _created(text: str, where: str) -> datetime:
@@ -196,5 +211,9 @@ def record_kernel(record: Any, where: str, *, platforms: dict[str, Platform]) ->
     if min(record["latency_ms"], record["spread_ms"], record["configs_tried"], record["space_size"]) < 0:
         raise Invalid(f"{where}: timings and counts must not be negative")
     fields = {name: record[name] for name in KERNEL_KEYS if name not in ("key_args", "config", "created_at")}
-    return KernelConfig(**fields, key_args=tuple(record["key_args"].items()), config=tuple(record["config"].items()),
-                        created_at=_created(record["created_at"], where), source="import")
+    kernel = KernelConfig(**fields, key_args=tuple(record["key_args"].items()), config=tuple(record["config"].items()),
+                          created_at=_created(record["created_at"], where), source="import")
+    problem = kernel_problem(kernel)
+    if problem is not None:
+        raise Invalid(f"{where}: {problem}")
+    return kernel

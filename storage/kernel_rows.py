@@ -8,7 +8,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from tuner.storage.models import KernelConfigRow, PlatformRow, utcnow
@@ -46,7 +46,8 @@ def save_in(session: Session, record: KernelConfig) -> bool:
     values["platform_id"] = platform_of(session, record.platform_key).id
     statement = insert(session, KernelConfigRow).values(**values)
     new, old = statement.excluded, KernelConfigRow
-    wins = new.latency_ms < old.latency_ms
+    # 0 is "not reported" (a harvested Triton config: tuner.storage.trust), never a time to beat
+    wins = or_(new.latency_ms < old.latency_ms, and_(old.latency_ms <= 0, new.latency_ms > 0))
     if record.source == "search":       # a fresh measurement here also replaces one made under other versions
         wins = or_(wins, old.tuner_version != new.tuner_version, old.torch_version != new.torch_version,
                    old.triton_version != new.triton_version)

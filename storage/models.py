@@ -183,6 +183,7 @@ class BestConfigRow(Base):
     unfrozen_speedup: Mapped[float | None] = mapped_column(Float)
     unfrozen_eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
     search_speedup: Mapped[float | None] = mapped_column(Float)
+    unsafe: Mapped[bool] = mapped_column(Boolean, server_default=false())   # its search ran with --unsafe
 
 
 class BestHistoryRow(Base):
@@ -225,6 +226,7 @@ class BestHistoryRow(Base):
     unfrozen_speedup: Mapped[float | None] = mapped_column(Float)
     unfrozen_eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
     search_speedup: Mapped[float | None] = mapped_column(Float)
+    unsafe: Mapped[bool] = mapped_column(Boolean, server_default=false())   # its search ran with --unsafe
 
 
 class KernelConfigRow(Base):

@@ -9,7 +9,9 @@ The fields added with schema 0004 (`eager`, `unfrozen_params`, `unfrozen_speedup
 `unfrozen_eager`, `search_speedup`) enter the key only when set (the flags true, the others
 not None), so every
 measurement without them keeps the key it had before: history rows, 0002's seeded rows and
-exchange files written earlier are still recognised when offered again.
+exchange files written earlier are still recognised when offered again. Schema 0007's `unsafe`
+enters it only when true and not implied by the knobs (a row whose knobs include an unsafe one is
+always unsafe: `tuner.storage.trust`), so the rows 0007 marks, and older files, keep their keys.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 
 from tuner.keys import canonical_json
 from tuner.storage.records import BestConfig
+from tuner.storage.trust import holds_unsafe
 
 KEY_FIELDS = ("graph_key", "platform_key", "workload_key", "params", "is_default", "speedup",
               "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms", "user", "host",
@@ -44,6 +47,8 @@ def measurement_key(best: BestConfig) -> str:
         data["unfrozen_params"] = dict(best.unfrozen_params)
     if best.unfrozen_eager:
         data["unfrozen_eager"] = True
+    if best.unsafe and not any(holds_unsafe(p) for p in (best.params, best.unfrozen_params)):
+        data["unsafe"] = True            # schema 0007: only when set and not implied by the knobs
     for name in ("unfrozen_speedup", "search_speedup"):
         if getattr(best, name) is not None:
             data[name] = float(getattr(best, name))

@@ -18,6 +18,7 @@ from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, Platf
                                   TrialRow, WorkloadRow, utcnow)
 from tuner.storage.provenance import measurement_key
 from tuner.storage.records import BestConfig, HistoryEntry, Snapshot, StudyInfo, TrialRecord
+from tuner.storage.trust import holds_unsafe
 from tuner.trial import Measurement, Status
 
 
@@ -135,13 +136,14 @@ def to_trial(row: TrialRow) -> TrialRecord:
 _BEST_FIELDS = ("graph_key", "params", "is_default", "speedup", "ci_low", "ci_high", "rounds",
                 "latency_ms", "baseline_ms", "workload_key", "study_id", "user", "host",
                 "tuner_version", "torch_version", "triton_version", "source", "origin",
-                "eager", "unfrozen_params", "unfrozen_speedup", "unfrozen_eager", "search_speedup")
+                "eager", "unfrozen_params", "unfrozen_speedup", "unfrozen_eager", "search_speedup", "unsafe")
 
 
 def _best_values(best: BestConfig) -> dict[str, Any]:
     """The columns of a best config shared by best_configs and best_history, as stored."""
     values = {name: getattr(best, name) for name in _BEST_FIELDS}
     values.update(params=dict(best.params), eager=bool(best.eager), unfrozen_eager=bool(best.unfrozen_eager),
+                  unsafe=bool(best.unsafe),
                   unfrozen_params=None if best.unfrozen_params is None else dict(best.unfrozen_params))
     return values
 
@@ -191,7 +193,9 @@ def save_best(session: Session, best: BestConfig, platform: PlatformRow, *,
               installed: tuple[str, str] | None) -> tuple[bool, bool]:
     """Offer `best` for its graph on `platform`, and record the offer in history, in the
     caller's transaction. Returns (stored as the best, new to this database's history)."""
-    best = replace(best, platform_key=platform.key, created_at=as_utc(best.created_at) or utcnow())
+    # A row whose knobs include an unsafe one is unsafe whatever its search said (tuner.storage.trust).
+    unsafe = best.unsafe or any(holds_unsafe(p, platform.device) for p in (best.params, best.unfrozen_params))
+    best = replace(best, platform_key=platform.key, created_at=as_utc(best.created_at) or utcnow(), unsafe=unsafe)
     key = measurement_key(best)
     if session.scalar(select(BestHistoryRow.id).where(BestHistoryRow.measurement_key == key)):
         return False, False          # this measurement was offered before: nothing changes

@@ -53,7 +53,10 @@ class BestConfig:
     defaults won among the configs without freezing) with its `unfrozen_speedup`; None when
     `params` do not freeze. `unfrozen_eager` true (with `unfrozen_params` {}): running the graph
     uncompiled beat every config without freezing, so the plain backend runs it eagerly. `search_speedup` is the winner's figure during the search (its
-    paired trial), kept so reports can show the gap to the confirmed `speedup`.
+    paired trial), kept so reports can show the gap to the confirmed `speedup`. `unsafe` true: the
+    search ran with `--unsafe` (knobs that change numerics were in its space), so lookup applies the
+    row only where the compile call opts in (`options={"unsafe": True}`); every row whose knobs
+    include an unsafe one has it set (`tuner.storage.trust`).
     """
 
     graph_key: str
@@ -81,6 +84,7 @@ class BestConfig:
     unfrozen_speedup: float | None = None
     unfrozen_eager: bool = False        # beside a freezing winner, running uncompiled beat every config without it
     search_speedup: float | None = None             # the winner's paired speedup in its trial
+    unsafe: bool = False             # its search ran with --unsafe: lookup applies it only on opt-in
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,6 @@ def as_version_1(document: dict[str, Any]) -> dict[str, Any]:
     """The document as the tuner before 0004 wrote it: version 1, records without the verdict keys."""
     v1 = {**{k: v for k, v in document.items() if k not in ("failure_rules", "kernel_configs")}, "version": 1, "records": [
         {k: v for k, v in r.items() if k not in ("eager", "unfrozen_params", "unfrozen_speedup",
-                                                  "unfrozen_eager", "search_speedup")}
+                                                  "unfrozen_eager", "search_speedup", "unsafe")}
         for r in document["records"]]}
     return resign(v1)

@@ -249,6 +249,8 @@ def test_every_released_schema_upgrades_and_reads_back(revision: str, db_url: st
             for name, value in {**NO_VERDICT, **best_row}.items():   # 0004's defaults before it
                 if name not in ("id", "platform_id"):
                     assert getattr(got, name) == value, name
+            # 0007 marks the rows whose knobs are unsafe, in every older database too
+            assert got.unsafe is (make_fixtures.UNSAFE_0007 in best_row["params"]), best_row["id"]
             history = store.best_history(best_row["graph_key"], key)
             if revision == "0001_initial":        # 0002 seeds one kept entry per best config
                 assert [(h.best, h.kept, h.measurement_key) for h in history] == [

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Iterable, Mapping
 
 MAX_STRING = 4096                       # bytes of UTF-8, unless a caller says otherwise
 MAX_KEY = 128                           # bytes of UTF-8 of a key in a string map
 INT_MAX = 2**31 - 1                     # what every database column holds
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")                  # C0, DEL and C1
+_CONTROL_MULTILINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 # A field's expected type, or a tuple of them; None in the tuple allows null.
 Kind = type | tuple[type | None, ...]
@@ -68,9 +71,11 @@ def is_kind(value: Any, kind: type) -> bool:
 
 
 def check_fields(obj: Any, spec: Mapping[str, Kind], where: str, *,
-                 lengths: Mapping[str, int] | None = None, max_string: int = MAX_STRING) -> None:
+                 lengths: Mapping[str, int] | None = None, max_string: int = MAX_STRING,
+                 multiline: Iterable[str] = ()) -> None:
     """Exactly the keys of `spec`, each of its kind (see `is_kind`), strings within
-    `lengths[key]` (default `max_string`) bytes and without NUL, ints within +-INT_MAX."""
+    `lengths[key]` (default `max_string`) bytes and without control characters (`check_string`;
+    the keys in `multiline` may hold newlines), ints within +-INT_MAX."""
     if not isinstance(obj, dict):
         raise Invalid(f"{where} must be a JSON object, got {type(obj).__name__}")
     unknown = unknown_keys(obj, spec)
@@ -89,18 +94,22 @@ def check_fields(obj: Any, spec: Mapping[str, Kind], where: str, *,
             wanted = " or ".join("null" if k is None else k.__name__ for k in kinds)
             raise Invalid(f"{where}: {key} must be {wanted}, got {show(value)}")
         if isinstance(value, str):
-            check_string(value, f"{where}: {key}", limits.get(key, max_string))
+            check_string(value, f"{where}: {key}", limits.get(key, max_string), multiline=key in multiline)
         if isinstance(value, int) and not isinstance(value, bool) and not -INT_MAX <= value <= INT_MAX:
             raise Invalid(f"{where}: {key} {value} is out of range")
 
 
-def check_string(value: str, where: str, limit: int = MAX_STRING) -> None:
-    """At most `limit` bytes of UTF-8, and no NUL (no database column takes one)."""
+def check_string(value: str, where: str, limit: int = MAX_STRING, *, multiline: bool = False) -> None:
+    """At most `limit` bytes of UTF-8, and no C0 or C1 control character (U+0000-U+001F,
+    U+007F-U+009F; `multiline` allows the newline): no database column takes a NUL, and a stored
+    string is shown to people (terminals, reports), where the others are commands."""
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > limit:
         raise Invalid(f"{where} is a {size}-byte string, over the {limit}-byte limit")
-    if "\x00" in value:
-        raise Invalid(f"{where} contains a NUL character")
+    found = (_CONTROL_MULTILINE if multiline else _CONTROL).search(value)
+    if found is not None:
+        name = "a NUL character" if found.group() == "\x00" else f"the control character U+{ord(found.group()):04X}"
+        raise Invalid(f"{where} contains {name}; stored text may not hold control characters")
 
 
 def check_text_map(obj: dict[str, Any], where: str, *, max_entries: int,

@@ -23,6 +23,7 @@ from typing import Iterator
 
 from tuner.cli.common import DEBUG_HELP
 from tuner.cli.dashboard import add_dashboard_parser
+from tuner.text import printable
 from tuner.cli.db import add_db_parser
 from tuner.cli.explain import add_explain_parser
 from tuner.cli.kernels import add_kernels_parser
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except TunerError as exc:
         if args.debug or settings.debug:
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc, newlines=True)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         if args.debug or settings.debug:

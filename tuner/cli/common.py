@@ -76,8 +76,12 @@ def format_table(rows: Sequence[Sequence[str]], *, rule: bool = False) -> str:
     """Rows of cells as left-aligned columns two spaces apart; the first row is the header.
 
     The last column is not padded and no line ends in spaces. `rule` puts a line of
-    dashes under the header.
+    dashes under the header. Every cell goes through `tuner.text.printable`: cells hold stored
+    strings, and no control character in one reaches the terminal.
     """
+    from tuner.text import printable
+
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     if rule:

@@ -160,6 +160,10 @@ def settled_choice(autotuner: Any, graph_key: str) -> TritonChoice | None:
     entries.update(num_warps=config.num_warps, num_stages=config.num_stages)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in entries.values()):
         return None
+    from tuner.storage import triton_config_problem
+
+    if triton_config_problem(entries) is not None:      # a row every import and lookup would refuse
+        return None
     timings = getattr(autotuner, "_tuner_timings", {}) or {}
     latency = timings.get(_config_text(config))
     size_hints = str(autotuner.size_hints)

@@ -21,20 +21,23 @@ import torch
 
 from tuner.lookup.backend import TunerBackend
 from tuner.lookup.lookup import Lookup
-from tuner.precision import OPTION, get_precision, split_option
+from tuner.lookup.opt_in import UNSAFE_OPTION, split_opt_ins
+from tuner.precision import OPTION, get_precision
 from tuner.settings import Settings
 
 
 def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapping[str, Any] | None = None,
             dynamic: bool | None = None, fullgraph: bool = False, db: str | None = None,
-            precision: str | None = None) -> Any:
+            precision: str | None = None, unsafe: bool = False) -> Any:
     """Compile `model` (an `nn.Module` or a function) with the stored best configs.
 
     Like `torch.compile(model, backend="tuner", mode=mode, options=options, dynamic=dynamic,
     fullgraph=fullgraph)`; `mode` and `options` are the starting point and a stored config
     wins where both set a knob. `db` overrides `$TUNER_DB` for this model. `precision` (a
     `tuner.precision` mode, e.g. "bf16-autocast"; same as `options={"precision": ...}`) opts in
-    to stored configs of that precision; without it only fp32 configs apply. UsageError for an
+    to stored configs of that precision; without it only fp32 configs apply. `unsafe` (same as
+    `options={"unsafe": True}`) opts in to stored configs whose search ran with `--unsafe`;
+    without it those graphs get Inductor's defaults. UsageError for an
     unknown precision. Nothing is
     looked up or compiled here: that happens at the first call, as with torch.compile.
     Returns an `nn.Module` (`TunedModule`, whose state_dict keys carry the `_orig_mod.`
@@ -42,7 +45,9 @@ def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapp
     """
     if precision is not None:
         options = {**(options or {}), OPTION: get_precision(precision).name}
-    split_option(options)                  # an unknown precision is the caller's mistake, said here
+    if unsafe:
+        options = {**(options or {}), UNSAFE_OPTION: True}
+    split_opt_ins(options)                 # an unknown precision is the caller's mistake, said here
     lookup = None if db is None else Lookup(dataclasses.replace(Settings.from_env(), db_url=db))
     backend = TunerBackend(mode=mode, options=options, lookup=lookup)
     runner = torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=fullgraph)

@@ -18,8 +18,9 @@ Dynamo hands it, the backend
 
 The backend applies only configs that were measured as such (`tuner.lookup.backend_choice`).
 A stored config whose precision is not fp32 (`tuner search --precision`) applies only where
-the compile call opted in to that precision, `options={"precision": "bf16-autocast"}` (the
-backend takes that key out before Inductor sees the options); elsewhere the graph gets
+the compile call opted in to that precision, `options={"precision": "bf16-autocast"}`, and one
+whose search ran with `--unsafe` only where it opted in with `options={"unsafe": True}` (the
+backend takes those keys out before Inductor sees the options: `tuner.lookup.opt_in`); elsewhere the graph gets
 Inductor's defaults, and the backend says why once per process (a WARNING on `tuner.lookup`).
 A stored config that turns freezing on applies, freezing included, to a graph compiled with
 grad disabled (`torch.no_grad()` or `torch.inference_mode()`): the backend binds the graph's
@@ -47,7 +48,7 @@ from tuner.lookup.decision import NO_UNFROZEN, Applies, Choice, Decision, Tier, 
 from tuner.lookup.explanation import Explanation, config_text, explain_graph, print_explanation
 from tuner.lookup.fallback import compile_stored
 from tuner.lookup.lookup import GraphLookup, Lookup, process_lookup
-from tuner.precision import split_option
+from tuner.lookup.opt_in import split_opt_ins
 
 if TYPE_CHECKING:
     import torch.fx
@@ -90,18 +91,19 @@ class TunerBackend:
         if kwargs:
             raise UsageError(f"the tuner backend takes mode= and options= only, got {', '.join(sorted(kwargs))}; "
                              f"pass Inductor settings as options={{...}}")
-        precision, options = split_option(options)
+        opt_in, options = split_opt_ins(options)
+        precision, unsafe = opt_in.precision, opt_in.unsafe
         index = next(self._index)
         lookup = self.lookup
         found = lookup.decide_graph(gm, example_inputs, index=index)
         decision, fingerprint = found.decision, found.fingerprint
         explanation = _explanation(lookup, found, index) if lookup.settings.explain else None
-        build = _Build(lookup, gm, example_inputs, index, mode, options, precision)
+        build = _Build(lookup, gm, example_inputs, index, mode, options, precision, unsafe)
         if decision.tier is Tier.MISS and fingerprint is not None and decision.platform is not None:
             dispatcher = _per_bucket(build, fingerprint, decision.platform)
             if dispatcher is not None:      # a dynamic graph of tuned shape buckets (tuner.lookup.dispatch)
                 return dispatcher
-        choice = backend_choice(decision, can_freeze=not torch.is_grad_enabled(), precision=precision)
+        choice = backend_choice(decision, can_freeze=not torch.is_grad_enabled(), precision=precision, unsafe=unsafe)
         _report(index, decision, explanation, note=choice.note)
         if choice.applies is Applies.UNMEASURED:
             _say_unmeasured_once(decision)
@@ -116,9 +118,9 @@ class _Build:
     options only (Inductor's defaults)."""
 
     def __init__(self, lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequence[Any], index: int,
-                 mode: str | None, options: Mapping[str, Any] | None, precision: str) -> None:
+                 mode: str | None, options: Mapping[str, Any] | None, precision: str, unsafe: bool) -> None:
         self.lookup, self.gm, self.inputs, self.index = lookup, gm, example_inputs, index
-        self.mode, self.options, self.precision = mode, options, precision
+        self.mode, self.options, self.precision, self.unsafe = mode, options, precision, unsafe
 
     def defaults(self, gm: "torch.fx.GraphModule") -> Callable:
         from tuner.inductor import CompileConfig, make_backend
@@ -136,7 +138,7 @@ class _Build:
             return self.defaults(gm)
         thaw = None
         if choice.config.freezing:      # with grad enabled (or weights that keep changing): measured without
-            thawed = backend_choice(decision, can_freeze=False, precision=self.precision)
+            thawed = backend_choice(decision, can_freeze=False, precision=self.precision, unsafe=self.unsafe)
             thaw = (lambda g, inputs: g.forward) if thawed.applies is Applies.EAGER else (
                 lambda g, inputs: make_backend(thawed.config)(g, inputs, mode=self.mode, options=self.options))
 
@@ -172,7 +174,8 @@ def _per_bucket(build: _Build, fingerprint: "GraphFingerprint", platform: "Platf
     copy_of: dict[str, int] = {}
     rows = []
     for sizes, bucket in buckets:
-        choice = backend_choice(bucket, can_freeze=not torch.is_grad_enabled(), precision=build.precision)
+        choice = backend_choice(bucket, can_freeze=not torch.is_grad_enabled(), precision=build.precision,
+                                unsafe=build.unsafe)
         key = "eager" if choice.applies is Applies.EAGER else repr(choice.config)
         if key not in copy_of:          # buckets that apply the same config share one compiled copy
             copy_of[key] = len(copies)

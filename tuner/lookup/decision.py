@@ -27,7 +27,14 @@ It applies only a config that was measured as such: the eager verdict runs the g
 uncompiled; a config that needs freezing applies where the graph is compiled with grad
 disabled, and elsewhere the config measured without freezing beside it (or, when none was,
 Inductor's defaults). A config whose precision is not fp32 applies only where the compile call opted
-in to that same precision (`options={"precision": ...}`); elsewhere Inductor's defaults.
+in to that same precision (`options={"precision": ...}`); elsewhere Inductor's defaults. Likewise a
+row whose search ran with `--unsafe` (`BestConfig.unsafe`) applies only where the call opted in
+with `options={"unsafe": True}` (`tuner.compile(..., unsafe=True)`; `split_opt_ins`).
+
+Every stored row is untrusted input: before a tier uses one, `tuner.storage.trust.best_problem`
+checks it against what this platform can apply (knobs of this device's table, values in range,
+evidence finite and within its cap, no control characters); a row that fails raises SpaceError
+like a knob this torch lacks, so `Lookup` skips it with one warning and compiles with defaults.
 """
 from __future__ import annotations
 
@@ -37,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 from tuner.errors import SpaceError
+from tuner.lookup.opt_in import UNSAFE_HINT
 from tuner.precision import FP32, opt_in_hint
 from tuner.text import key_values
 
@@ -102,7 +110,7 @@ class Applies(str, enum.Enum):
     EAGER = "eager"              # eager won: run the graph uncompiled
     UNFROZEN = "unfrozen"        # config needs freezing, grad enabled: the config measured without
     UNMEASURED = "unmeasured"    # as UNFROZEN, but none was measured (an older row): Inductor's defaults
-    NOT_OPTED_IN = "not-opted-in"  # the config changes precision and the call did not opt in: defaults
+    NOT_OPTED_IN = "not-opted-in"  # the config changes precision, or is unsafe, and the call did not opt in: defaults
 
 
 @dataclass(frozen=True)
@@ -119,17 +127,22 @@ NO_UNFROZEN = ("the stored config needs freezing (inference only), and no config
                "for it; call the model under torch.no_grad() or re-run `tuner search`")
 
 
-def backend_choice(decision: Decision, *, can_freeze: bool, precision: str = FP32) -> Choice:
+def backend_choice(decision: Decision, *, can_freeze: bool, precision: str = FP32, unsafe: bool = False) -> Choice:
     """Which config a backend applies to the graph of `decision`: what `_measured_choice` picks,
     unless that config's precision is neither fp32 nor `precision` (the one the compile call
-    opted in to): then Inductor's defaults (NOT_OPTED_IN, the note says how to opt in)."""
+    opted in to), or the row's search ran with --unsafe and the call did not opt in (`unsafe`):
+    then Inductor's defaults (NOT_OPTED_IN, the note says how to opt in). Eager, and defaults
+    that won, apply whatever the row's flag: neither changes numerics."""
     from tuner.inductor import CompileConfig
 
     choice = _measured_choice(decision, can_freeze=can_freeze)
-    if choice.config.precision in (FP32, precision):
-        return choice
-    return Choice(Applies.NOT_OPTED_IN, CompileConfig(),
-                  f"{opt_in_hint(choice.config.precision)}; applying Inductor's defaults")
+    if choice.config.precision not in (FP32, precision):
+        return Choice(Applies.NOT_OPTED_IN, CompileConfig(),
+                      f"{opt_in_hint(choice.config.precision)}; applying Inductor's defaults")
+    flagged = decision.best is not None and decision.best.unsafe
+    if flagged and not unsafe and choice.applies in (Applies.CONFIG, Applies.UNFROZEN) and not choice.config.is_default:
+        return Choice(Applies.NOT_OPTED_IN, CompileConfig(), f"{UNSAFE_HINT}; applying Inductor's defaults")
+    return choice
 
 
 def _measured_choice(decision: Decision, *, can_freeze: bool) -> Choice:
@@ -194,7 +207,7 @@ def decide_tier(graph_key: str, platform: "Platform",
     if exact:
         best, source = exact[0]
         others = tuple(StoredElsewhere(p, b, _why_not(p, platform)) for b, p in stored_rows if p.key != platform.key)
-        return Decision(graph_key=graph_key, platform=platform, tier=Tier.EXACT, config=_config_of(best),
+        return Decision(graph_key=graph_key, platform=platform, tier=Tier.EXACT, config=_config_of(best, platform),
                         reason=f"tuned for this graph on this platform ({_label(best)})",
                         best=best, source=source, elsewhere=others, unfrozen=_unfrozen_of(best))
 
@@ -204,7 +217,7 @@ def decide_tier(graph_key: str, platform: "Platform",
     rejected: dict[int, str] = {}
     for best, source in same_hw:
         try:
-            config, unfrozen = _config_of(best), _unfrozen_of(best)
+            config, unfrozen = _config_of(best, platform), _unfrozen_of(best)
         except SpaceError as exc:
             rejected[id(best)] = f"same hardware, {_software_diff(source, platform)}; rejected: {exc}"
             continue
@@ -237,7 +250,9 @@ def decide_nearest_bucket(miss: Decision, code: str,
         return miss
     name, graph, best = buckets[found]
     ratio = math.exp(size_distance(code, graph.code) or 0.0)
-    return replace(miss, tier=Tier.NEAREST_BUCKET, config=_config_of(best), best=best, source=miss.platform,
+    assert miss.platform is not None
+    return replace(miss, tier=Tier.NEAREST_BUCKET, config=_config_of(best, miss.platform), best=best,
+                   source=miss.platform,
                    unfrozen=_unfrozen_of(best),
                    reason=(f"a shape no bucket was tuned at: nearest tuned bucket {name} (graph {short(graph.key)}, "
                            f"sizes up to {ratio:.2f}x apart): {_label(best)}"))
@@ -256,16 +271,23 @@ def bucket_decisions(graph_key: str, platform: "Platform", code: str,
         sizes = bind(code, graph.code)
         if sizes is not None:
             found.append((sizes, Decision(
-                graph_key=graph_key, platform=platform, tier=Tier.NEAREST_BUCKET, config=_config_of(best),
+                graph_key=graph_key, platform=platform, tier=Tier.NEAREST_BUCKET, config=_config_of(best, platform),
                 best=best, source=platform, unfrozen=_unfrozen_of(best),
                 reason=f"bucket {name} of this dynamic graph (graph {short(graph.key)}): {_label(best)}")))
     return found
 
 
-def _config_of(best: "BestConfig") -> "CompileConfig":
-    """The stored config as a CompileConfig, re-validated against this torch (SpaceError if not)."""
+def _config_of(best: "BestConfig", platform: "Platform") -> "CompileConfig":
+    """The stored config as a CompileConfig, checked against what `platform` (this one) can apply
+    (`tuner.storage.trust.best_problem`, the row as a whole: evidence, text, both knob sets) and
+    re-validated against this torch; SpaceError naming the problem if not. Call it before
+    `_unfrozen_of`, which relies on the row check done here."""
     from tuner.inductor import CompileConfig, compile_config
+    from tuner.storage import best_problem
 
+    problem = best_problem(best, platform)
+    if problem is not None:
+        raise SpaceError(f"the row is not one this {platform.device} platform can apply: {problem}")
     return CompileConfig() if best.is_default or best.eager else compile_config(dict(best.params))
 
 
@@ -296,7 +318,8 @@ def _label(best: "BestConfig") -> str:
         return (f"eager won: runs uncompiled; speedup {best.speedup:.3f}x [{best.ci_low:.3f}, "
                 f"{best.ci_high:.3f}] over the default compile")
     knobs = key_values(sorted(best.params.items()))
-    return f"{knobs}; speedup {best.speedup:.3f}x [{best.ci_low:.3f}, {best.ci_high:.3f}]"
+    unsafe = "; from a search run with --unsafe" if best.unsafe else ""
+    return f"{knobs}; speedup {best.speedup:.3f}x [{best.ci_low:.3f}, {best.ci_high:.3f}]{unsafe}"
 
 
 def _timestamp(best: "BestConfig") -> float:

@@ -31,12 +31,13 @@ from tuner.errors import SpaceError, StorageError
 from tuner.lookup.decision import (Decision, StoredElsewhere, Tier, bucket_decisions, decide_nearest_bucket,
                                    decide_tier, short)
 from tuner.settings import Settings
+from tuner.text import printable
 
 if TYPE_CHECKING:
     import torch.fx
 
     from tuner.keys import GraphFingerprint, Platform
-    from tuner.storage import BestConfig, Store
+    from tuner.storage import BestConfig, KernelConfig, Store
 
 __all__ = ["Decision", "GraphLookup", "Lookup", "LookupWarning", "StoredElsewhere", "Tier", "decide_tier",
            "platform_for_inputs", "process_lookup", "reset_process_lookup", "short"]
@@ -170,7 +171,7 @@ class Lookup:
             except SpaceError as exc:
                 decision = self._unavailable(graph_key, platform, f"stored config is invalid: {exc}")
                 self.warn_once(f"tuner: the config stored for graph {short(graph_key)} on this platform "
-                               f"is invalid ({exc}); compiling that graph with Inductor's defaults; "
+                               f"is invalid ({printable(exc)}); compiling that graph with Inductor's defaults; "
                                f"re-tune the model with: tuner search MODEL_FILE")
             except Exception as exc:  # noqa: BLE001 - the one guard: a bug must not break the user's program
                 log.debug("tuner lookup failed", exc_info=True)
@@ -199,7 +200,7 @@ class Lookup:
                                f"(tuner will not read the database again in this process)")
             except SpaceError as exc:
                 self.warn_once(f"tuner: a shape bucket's config for dynamic graph {short(fingerprint.key)} is "
-                               f"invalid ({exc}); compiling that graph with Inductor's defaults; re-tune the "
+                               f"invalid ({printable(exc)}); compiling that graph with Inductor's defaults; re-tune the "
                                f"model with: tuner search MODEL_FILE --shapes ...")
             except Exception as exc:  # noqa: BLE001 - the one guard: a bug must not break the user's program
                 self._bug("look up the shape buckets of", 0, exc, consequence="compiling it with Inductor's "
@@ -224,6 +225,8 @@ class Lookup:
                 self.warn_once(f"tuner: {exc}; Inductor autotunes the GEMMs itself "
                                f"(tuner will not read the database again in this process)")
                 return None
+        if record is not None and not self._trusted_kernels([record]):
+            return None
         winner = None if record is None else record.config_dict().get(gemm_choices.WINNER)
         return winner if isinstance(winner, str) else None
 
@@ -247,7 +250,23 @@ class Lookup:
                 self.warn_once(f"tuner: {exc}; Inductor tunes its Triton kernels itself "
                                f"(tuner will not read the database again in this process)")
                 return {}
-        return triton_choices.table(records)
+        return triton_choices.table(self._trusted_kernels(records))
+
+    def _trusted_kernels(self, records: "list[KernelConfig]") -> "list[KernelConfig]":
+        """The kernel configs Inductor can launch as stored (`tuner.storage.trust.kernel_problem`); the
+        first one skipped is warned about once, naming it and why (the kernel autotunes as usual)."""
+        from tuner.storage import kernel_problem
+
+        kept = []
+        for record in records:
+            problem = kernel_problem(record)
+            if problem is None:
+                kept.append(record)
+            else:
+                self.warn_once(f"tuner: skipped the stored kernel config {short(record.kernel_key)} "
+                               f"({printable(record.kernel_name[:60])}): {printable(problem)}; Inductor tunes that "
+                               f"kernel itself. Remove the row, or re-tune: tuner search MODEL_FILE")
+        return kept
 
     def warn_once(self, message: str) -> None:
         """The process's single LookupWarning; later problems are logged at INFO."""

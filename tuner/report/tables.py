@@ -1,6 +1,7 @@
 """The report's HTML tables and text blocks: kept config, failures, operator profile, summary.
 
-Each function returns an HTML fragment; every value from the store or the model is escaped.
+Each function returns an HTML fragment; every value from the store or the model is escaped, numbers
+included (`num`): a shared SQLite file's integer column may hold any text, and reaches here as it is.
 """
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def num(value: object, spec: str = "") -> str:
+    """A number as `format(value, spec)`, escaped; anything else (a stored "number" that is text, a
+    bool) escaped as text, never formatted or placed raw."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return esc(format(value, spec))
+    return esc(value)
+
+
+def when(value: object) -> str:
+    """A stored time as "YYYY-MM-DD HH:MM UTC", escaped; "?" for anything that is not a datetime."""
+    import datetime as dt
+
+    return esc(f"{value:%Y-%m-%d %H:%M} UTC") if isinstance(value, dt.datetime) else "?"
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Sequence[int] = ()) -> str:
     """An HTML table of already-escaped cells; columns in `numeric` align right."""
     def cells(tag: str, row: Sequence[str]) -> str:
@@ -35,13 +51,13 @@ def note(text: str) -> str:
 
 def summary_html(data: ReportData) -> str:
     """Model, platform, study and trial counts: the lines under the page title."""
-    lines = [f"<b>platform</b> {esc(data.platform)}", f"<b>graphs</b> {data.graphs}"]
+    lines = [f"<b>platform</b> {esc(data.platform)}", f"<b>graphs</b> {num(data.graphs)}"]
     if data.study is not None:
         s = data.study
-        lines.append(f"<b>study</b> {s.id} (newest of {data.studies}), {s.created_at:%Y-%m-%d %H:%M} UTC, "
+        lines.append(f"<b>study</b> {num(s.id)} (newest of {num(data.studies)}), {when(s.created_at)}, "
                      f"sampler {esc(s.sampler)}, seed {esc(s.seed)}, by {esc(s.user)}@{esc(s.host)}")
-        counts = ", ".join(f"{n} {esc(status)}" for status, n in status_counts(data.trials).items())
-        lines.append(f"<b>trials</b> {len(data.trials)}: {counts}")
+        counts = ", ".join(f"{num(n)} {esc(status)}" for status, n in status_counts(data.trials).items())
+        lines.append(f"<b>trials</b> {num(len(data.trials))}: {counts}")
     else:
         lines.append("<b>study</b> none stored here (the kept configs were imported or merged)")
     return "<p>" + "<br>".join(lines) + "</p>"
@@ -57,16 +73,15 @@ def best_html(bests: Sequence[BestConfig], graphs: int) -> str:
     for index, best in enumerate(bests):
         title = f"graph {index} of {graphs}" if graphs > 1 else "the model's graph"
         parts.append(f"<h3>{esc(title)}: {esc(verdict_text(best))}</h3>")
-        parts.append(f"<p><b>confirmed speedup over the default compile: {best.speedup:.2f}x</b> "
-                     f"[{best.ci_low:.2f}, {best.ci_high:.2f}] over {best.rounds} paired rounds"
+        parts.append(f"<p><b>confirmed speedup over the default compile: {num(best.speedup, '.2f')}x</b> "
+                     f"[{num(best.ci_low, '.2f')}, {num(best.ci_high, '.2f')}] over {num(best.rounds)} paired rounds"
                      f"{_latencies(best)}{_search_figure(best)}</p>")
         changes = knob_changes(best)
         if changes:
             parts.append(table(("knob", "Inductor default", "kept value"),
                                [(f"<code>{esc(c.knob)}</code>", esc(c.default), f"<b>{esc(c.best)}</b>")
                                 for c in changes]))
-        when = f"{best.created_at:%Y-%m-%d %H:%M} UTC" if best.created_at else "?"
-        parts.append(f'<p class="note">kept by {esc(best.user)}@{esc(best.host)}, {when}, '
+        parts.append(f'<p class="note">kept by {esc(best.user)}@{esc(best.host)}, {when(best.created_at)}, '
                      f"tuner {esc(best.tuner_version)}, torch {esc(best.torch_version)}, from {esc(best.source)}</p>")
     return "".join(parts)
 
@@ -122,13 +137,13 @@ def _against(speedup: float, low: float | None, band: tuple[float, float] | None
 def _latencies(best: BestConfig) -> str:
     if best.latency_ms is None or best.baseline_ms is None:
         return ""
-    return f"; {best.latency_ms:.3f} ms against {best.baseline_ms:.3f} ms for the default compile"
+    return f"; {num(best.latency_ms, '.3f')} ms against {num(best.baseline_ms, '.3f')} ms for the default compile"
 
 
 def _search_figure(best: BestConfig) -> str:
     if best.search_speedup is None:
         return ""
-    return f" (its search trial saw {best.search_speedup:.2f}x, unconfirmed)"
+    return f" (its search trial saw {num(best.search_speedup, '.2f')}x, unconfirmed)"
 
 
 def failures_html(rows: Sequence[FailureRow], counts: dict[str, int]) -> str:
@@ -140,19 +155,19 @@ def failures_html(rows: Sequence[FailureRow], counts: dict[str, int]) -> str:
         return note("no trial failed") + tail
     body = []
     for row in rows:
-        errors = "<br>".join(f"<code>{esc(line[:200])}</code> &times;{n}" for line, n in row.errors)
-        body.append((esc(row.status), str(row.count), errors))
+        errors = "<br>".join(f"<code>{esc(str(line)[:200])}</code> &times;{num(n)}" for line, n in row.errors)
+        body.append((esc(row.status), num(row.count), errors))
     return table(("status", "trials", "most common error lines"), body, numeric=(1,)) + tail
 
 
 def profile_html(result: ProfileResult) -> str:
     """The operator table (self time per call, default compile against the kept config) and the
     lookup lines saying what the tuned side applied."""
-    rows = [(f"<code>{esc(op.name)}</code>", f"{op.default_ms:.4f}", f"{op.tuned_ms:.4f}",
+    rows = [(f"<code>{esc(op.name)}</code>", num(op.default_ms, ".4f"), num(op.tuned_ms, ".4f"),
              _change(op.default_ms, op.tuned_ms)) for op in result.ops]
     where = "CPU" if result.device == "cpu" else "device"
-    parts = [(f"<p>Self {where} time per call over {result.calls} profiled calls (after warm-up): "
-              f"<b>{result.default_ms:.3f} ms</b> default compile, <b>{result.tuned_ms:.3f} ms</b> kept config "
+    parts = [(f"<p>Self {where} time per call over {num(result.calls)} profiled calls (after warm-up): "
+              f"<b>{num(result.default_ms, '.3f')} ms</b> default compile, <b>{num(result.tuned_ms, '.3f')} ms</b> kept config "
               f"({_change(result.default_ms, result.tuned_ms)}).</p>"),
              table(("operator", "default ms", "kept config ms", "change"), rows, numeric=(1, 2, 3))]
     if result.lookup:
@@ -162,6 +177,8 @@ def profile_html(result: ProfileResult) -> str:
 
 
 def _change(before: float, after: float) -> str:
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (before, after)):
+        return "?"
     if before <= 0:
         return "new" if after > 0 else "-"
-    return f"{(after - before) / before:+.0%}"
+    return esc(f"{(after - before) / before:+.0%}")

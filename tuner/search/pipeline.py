@@ -258,7 +258,8 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
         raise SearchInterrupted(outcome, confirming=True)
     stored = False
     for best in best_configs(verdict, workload=target.workload, platform=target.platform, study=study, user=user):
-        stored = store.save_best(best) or stored
+        # --unsafe put knobs that change numerics in the space: lookup applies the row only on opt-in
+        stored = store.save_best(replace(best, unsafe=job.unsafe)) or stored
     return SearchResult(target=target, outcome=outcome, verdict=verdict, stored=stored)
 
 
