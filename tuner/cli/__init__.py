@@ -1,9 +1,10 @@
 """The `tuner` command line. Errors print `error: ...` on one line and exit 1 (2 for usage).
 
 One module per command group: `search`, `results` (best, trials), `explain`, `db` (upgrade,
-check, export, import, merge, ls), `kernels`, `record_space`, `report` (the HTML report) and
-`dashboard` (the studies in optuna-dashboard); `common` holds what they share, `summary` what
-search, best and trials print, and `progress` a search's live progress. Ctrl-C and SIGTERM stop
+check, export, import, merge, ls), `kernels`, `record_space`, `report` (the HTML report),
+`compare` (the stored result applied and timed in one process) and `dashboard` (the studies in
+optuna-dashboard); `common` holds what they share, `summary` what search, best and trials
+print, and `progress` a search's live progress. Ctrl-C and SIGTERM stop
 a command the same way: exit 130, after a search has cancelled and recorded its trials in
 flight. A command parses, calls the library and prints; the work is elsewhere
 (`tuner.search.run_search` for a search). Heavy imports stay inside the commands, so
@@ -22,6 +23,7 @@ import traceback
 from typing import Iterator
 
 from tuner.cli.common import DEBUG_HELP
+from tuner.cli.compare import add_compare_parser
 from tuner.cli.dashboard import add_dashboard_parser
 from tuner.text import printable
 from tuner.cli.db import add_db_parser
@@ -48,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_kernels_parser(sub)         # kernel tile configs of tuner.autotune
     add_record_space_parser(sub)    # every point of a small space, as a replayable table
     add_report_parser(sub)          # an HTML page of figures, the kept config and a profile
+    add_compare_parser(sub)         # the stored result applied (backend="tuner", tuner.compile) and timed
     add_dashboard_parser(sub)       # the stored studies in optuna-dashboard
     return parser
 

@@ -2,17 +2,20 @@
 
 `load_report_data` reads the store (read-only suffices), `profile_best` profiles the kept
 config against the default compile, `write_report` draws the figures and writes the page.
+`compare_applied` (`tuner compare`) times the default compile, `backend="tuner"` and
+`tuner.compile` side by side in this process.
 `optuna_study` rebuilds the stored trials as an Optuna study, for the importances and
 `tuner dashboard`. torch, matplotlib and Optuna load only inside the functions that use them.
 """
 from typing import Any
 
+from tuner.report.applied import AppliedPath, Comparison, compare_applied
 from tuner.report.data import ReportData, load_report_data
 from tuner.report.page import Written, write_report
 from tuner.report.profile import ProfileResult, profile_best
 
-__all__ = ["ProfileResult", "ReportData", "Written", "load_report_data", "optuna_study", "profile_best",
-           "write_report"]
+__all__ = ["AppliedPath", "Comparison", "ProfileResult", "ReportData", "Written", "compare_applied",
+           "load_report_data", "optuna_study", "profile_best", "write_report"]
 
 
 def __getattr__(name: str) -> Any:

@@ -63,7 +63,7 @@ def profile_best(model_path: str, db_url: str, *, calls: int = CALLS, top: int =
     default, tuned = load_model_file(model_path), load_model_file(model_path)
     with torch.no_grad():
         default_fn = compile_model(default.model, CompileConfig())
-        with _lookup_lines() as lines:
+        with collect_lookup_lines() as lines:
             tuned_fn = tuner.compile(tuned.model, db=db_url)
             _call(tuned.call, tuned_fn, WARMUP, tuned.device)
         _call(default.call, default_fn, WARMUP, default.device)
@@ -121,9 +121,9 @@ def _plain_name(name: str) -> str:
 
 
 @contextlib.contextmanager
-def _lookup_lines() -> Iterator[list[str]]:
+def collect_lookup_lines() -> Iterator[list[str]]:
     """Collect the lookup's INFO lines (one per graph: hit or miss, and what it applies) while
-    the block runs, without printing them."""
+    the block runs, without printing them (also `tuner.report.applied`'s)."""
     logger = logging.getLogger("tuner.lookup")
     lines: list[str] = []
     handler = _ListHandler(lines)
