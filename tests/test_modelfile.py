@@ -27,10 +27,31 @@ def test_load_gives_model_inputs_and_device() -> None:
     assert loaded.call(lambda x: x * 0).shape == (4, 16)
 
 
-def test_module_does_not_stay_in_sys_modules() -> None:
+def test_module_stays_only_under_its_own_unique_name() -> None:
     before = set(sys.modules)
     load_model_file(MODELS / "mlp_a.py")
-    assert not [m for m in set(sys.modules) - before if "modelfile" in m or "mlp_a" in m]
+    new = [m for m in set(sys.modules) - before if "modelfile" in m or "mlp_a" in m]
+    assert len(new) == 1 and new[0].startswith("_tuner_modelfile_"), new
+
+
+def test_a_model_class_defined_in_the_file_compiles(tmp_path) -> None:
+    """Dynamo imports a class's __module__ to resolve the globals of an inlined forward: a file
+    whose blocks sit in an nn.Sequential and read a module-level global failed every compile."""
+    import torch
+
+    path = tmp_path / "blocks.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\nSCALE = 2.0\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n        return torch.relu(self.lin(x)) * SCALE\n"
+        "def get_model():\n    return nn.Sequential(Block(), Block()).eval()\n"
+        "def get_inputs():\n    return (torch.randn(2, 8),)\n")
+    loaded = load_model_file(path)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out = loaded.call(torch.compile(loaded.model, backend="eager"))
+    torch.testing.assert_close(out, loaded.call())
 
 
 def test_same_seed_same_weights_and_inputs_other_seed_differs() -> None:

@@ -68,8 +68,9 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
 
     Seeds `torch` and `random` (and numpy when it is loaded) before the import and again
     before each of `get_model()` and `get_inputs()`, so two processes with the same seed get
-    the same weights and inputs. The module is imported under a unique name and taken out
-    of `sys.modules` afterwards. The model and inputs are moved to `DEVICE`. `shape` (a
+    the same weights and inputs. The module is imported under a unique name
+    (`_tuner_modelfile_<pid>_<n>`) and stays in `sys.modules` under it: Dynamo imports a
+    class's `__module__` to read the globals of a `forward` it inlines. The model and inputs are moved to `DEVICE`. `shape` (a
     `--shapes` bucket) is passed to `get_inputs` as keyword arguments (`tuner.workload.shapes`).
     """
     import torch
@@ -244,18 +245,22 @@ def _seed_everything(seed: int) -> None:
 
 
 def _import(path: Path) -> Any:
-    """Execute the file as a fresh module; leave no trace in sys.modules or sys.path."""
+    """Execute the file as a fresh module, kept in sys.modules under its own unique name only
+    (Dynamo looks a model class's module up by name; nothing else can collide with it). A file
+    that fails to import leaves no module behind; sys.path is restored either way."""
     name = f"_tuner_modelfile_{os.getpid()}_{next(_module_ids)}"
     loader = importlib.machinery.SourceFileLoader(name, str(path))
     spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    # Present while it runs: dataclasses and typing look their module up by name.
+    # Present while it runs (dataclasses and typing look their module up by name) and after.
     sys.modules[name] = module
+    imported = False
     folder = str(path.parent)
     sys.path.insert(0, folder)  # so the file can import helpers that sit beside it
     try:
         loader.exec_module(module)
+        imported = True
     except SyntaxError as exc:
         where = f"{exc.filename or path}:{exc.lineno}" if exc.lineno else str(path)
         raise ModelFileError(
@@ -267,7 +272,8 @@ def _import(path: Path) -> Any:
             f"fix the error in the model file"
         ) from exc
     finally:
-        sys.modules.pop(name, None)
+        if not imported:
+            sys.modules.pop(name, None)
         try:
             sys.path.remove(folder)
         except ValueError:
