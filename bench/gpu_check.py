@@ -52,8 +52,8 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 SECTIONS = "abcd"
 
-GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "5", "--timeout", "240"]
-SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "4", "--timeout", "120"]
+GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "12", "--timeout", "240"]
+SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "12", "--timeout", "120"]
 
 
 class Tee:

@@ -6,6 +6,7 @@ Rounds are made like a noisy machine's: every variant of round i shares that rou
 """
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from tuner.keys import GraphFingerprint, Workload, platform_from_parts
 from tuner.search.verdict import Finalist, best_configs, conclude, pick_finalists
 from tuner.storage import StudyInfo, TrialRecord
-from tuner.trial import DEFAULT, EAGER, Candidate, MeasureSpec, Measurement, Status
+from tuner.trial import DEFAULT, EAGER, MIN_CONFIRM_ROUNDS, Candidate, MeasureSpec, Measurement, Status
 from tuner.workers.replay import EAGER_KEY, ReplayExecutor
 
 SPEC = MeasureSpec("model.py")
@@ -61,6 +62,17 @@ def test_a_true_difference_picks_the_faster_config() -> None:
     assert verdict.claim.clears_noise and verdict.claim.median == pytest.approx(1.25, rel=0.03)
     assert verdict.claim.rounds == ROUNDS // 2                       # the held-out half only
     assert len(executor.confirmations) == 1                          # one knob: no ablation, no claim run
+
+
+def test_too_few_rounds_give_an_unbounded_interval_and_keep_the_defaults() -> None:
+    """5 rounds per half: even their range covers the median with only 94%, so no claim is made."""
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 0.80)])
+    executor = ReplayExecutor({}, rounds=rounds)
+    verdict = conclude(executor.run_confirmation, SPEC, finalists(A), rounds=10)
+    assert verdict.stored is None and verdict.chosen == DEFAULT
+    sp = verdict.held_out(finalists(A)[0].label)
+    assert sp.median == pytest.approx(1.25, rel=0.03) and (sp.low, sp.high) == (-math.inf, math.inf)
+    assert MIN_CONFIRM_ROUNDS == 12 and ROUNDS >= MIN_CONFIRM_ROUNDS
 
 
 def test_the_claim_comes_from_rounds_that_played_no_part_in_the_choice() -> None:

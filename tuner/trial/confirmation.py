@@ -14,14 +14,16 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
-from tuner.trial.stats import Speedup, paired_speedup
+from tuner.trial.stats import MIN_INTERVAL_VALUES, Speedup, paired_speedup
 from tuner.trial.values import MeasureSpec, Status
 
-__all__ = ["DEFAULT", "EAGER", "ConfirmFailed", "ConfirmRequest", "ConfirmResult", "VariantResult", "halves",
-           "speedup"]
+__all__ = ["DEFAULT", "EAGER", "MIN_CONFIRM_ROUNDS", "ConfirmFailed", "ConfirmRequest", "ConfirmResult", "VariantResult",
+           "halves", "speedup"]
 
 EAGER = "eager"
 DEFAULT = "default"
+# Half the rounds choose and half report, and each half needs enough rounds for a 95% interval.
+MIN_CONFIRM_ROUNDS = 2 * MIN_INTERVAL_VALUES
 
 
 @dataclass(frozen=True)
