@@ -23,7 +23,8 @@ Sections, each caught on its own so one failure keeps the rest:
   c. Inductor's own kernels: GEMM choices and generated Triton kernels' tile configs harvested
      by a max-autotune compile, then a second process compiling from the database benchmarks
      none of them (bench/gpu_harvest.py);
-  d. `tuner search` of a small transformer stack, then `tuner best`.
+  d. `tuner search` of a small transformer stack, then `tuner best`;
+  l. the measure locks: one timed section per GPU at once, one at a time on a GPU (bench/gpu_locks.py).
 Then a table: section, status, key figures. Everything printed also goes to
 $OUT/gpu_check.txt when OUT is set (with the three SQLite databases). Budget: --budget
 seconds in all (default 480; give the device command about 560 s); the sections run c, b, a, d
@@ -50,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = "abcd"
+SECTIONS = "abcdl"
 
 GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "12", "--timeout", "240"]
 SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "12", "--timeout", "120"]
@@ -347,14 +348,15 @@ SECTION_FNS: dict[str, tuple[str, Callable[[Check], list[str]], float]] = {
     "b": ("b. trial timer vs do_bench", section_measure, 45.0),
     "c": ("c. Inductor harvesting", lambda check: bench_module("gpu_harvest").section_harvest(check), 90.0),
     "d": ("d. tuner search + best", section_search, 120.0),
+    "l": ("l. a measure lock per GPU", lambda check: bench_module("gpu_locks").section_locks(check), 15.0),
 }
-ORDER = "cbad"      # the quick ones first: d stops when the budget runs out, the others would be lost
+ORDER = "lcbad"     # the quick ones first: d stops when the budget runs out, the others would be lost
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One-shot GPU check of tuner (issue 11); see the module docstring.")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole check (default 480)")
-    parser.add_argument("--sections", default=SECTIONS, help="which of a, b, c, d to run (default abcd)")
+    parser.add_argument("--sections", default=SECTIONS, help="which of a, b, c, d, l to run (default abcdl)")
     parser.add_argument("--smoke", action="store_true", help="CPU, toy sizes, Triton's interpreter: plumbing only")
     args = parser.parse_args(argv)
     start = time.monotonic()

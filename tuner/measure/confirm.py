@@ -36,7 +36,7 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
                      target_width=None, budget_s=None)
     rounds: dict[str, list[float]] = {label: [] for label in runners}
     if runners:
-        with torch.no_grad(), measure_lock():
+        with torch.no_grad(), measure_lock(next(iter(runners.values())).device):
             rounds = interleaved_rounds(runners, plan, baseline=next(iter(runners)),
                                         rng=random.Random(request.spec.seed))
     for label, runner in runners.items():
