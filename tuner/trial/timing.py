@@ -47,6 +47,7 @@ class RoundPlan:
     target_width: float | None = 0.05
     budget_s: float | None = 10.0
     warmup: int = 3
+    same_calls: bool = False      # every variant as many calls per sample (train: as many optimizer steps)
 
 
 def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None]) -> int:
@@ -116,10 +117,11 @@ def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseli
     the rounds so far after each round the plan would go on from (never after the last one);
     True stops the rounds there.
     """
-    take = {}
-    for label, variant in variants.items():
-        calls = calibrate(variant.call, warmup=plan.warmup, sync=variant.sync)
-        take[label] = sampler_for(variant, 1 if variant.device.startswith("cuda") else calls, plan.samples_per_round)
+    calls = {label: calibrate(v.call, warmup=plan.warmup, sync=v.sync) for label, v in variants.items()}
+    if plan.same_calls:
+        calls = dict.fromkeys(calls, max(calls.values()))
+    take = {label: sampler_for(v, 1 if v.device.startswith("cuda") else calls[label], plan.samples_per_round)
+            for label, v in variants.items()}
     rounds: dict[str, list[float]] = {label: [] for label in variants}
     start = time.perf_counter()
     for n in range(1, plan.max_rounds + 1):
