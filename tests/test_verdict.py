@@ -151,3 +151,17 @@ def test_beside_a_freezing_winner_eager_can_be_what_the_plain_backend_runs() -> 
     best, = best_configs(verdict, workload=workload, platform=platform_from_parts("cpu", {"cpu": "x"}, {}),
                          study=study, user="u")
     assert best.unfrozen_eager and best.unfrozen_params == {} and best.unfrozen_speedup > 1.1
+
+
+def test_the_choice_without_freezing_is_checked_on_held_out_rounds() -> None:
+    """A config without freezing that won the even rounds but not the odd ones is not stored for
+    the plain backend: the defaults are."""
+    frozen = {"freezing": True, **A}
+    rounds = table([(None, 2.0), ({}, 1.0), (frozen, 0.6), (A, 1.0)])
+    key = Candidate.from_dict(A).key
+    rounds[key] = tuple(ms * (0.7 if i % 2 == 0 else 1.0) for i, ms in enumerate(rounds[key]))  # lucky even rounds
+    verdict, _ = run(rounds, finalists(frozen))
+    assert verdict.stored.candidate == Candidate.from_dict(frozen) and verdict.claim.clears_noise
+    assert verdict.unfrozen.label == DEFAULT and verdict.unfrozen.candidate == Candidate()
+    assert verdict.unfrozen_claim is None and not verdict.unfrozen_eager
+    assert any("without freezing" in note and "held-out" in note for note in verdict.notes)
