@@ -165,3 +165,17 @@ def test_the_choice_without_freezing_is_checked_on_held_out_rounds() -> None:
     assert verdict.unfrozen.label == DEFAULT and verdict.unfrozen.candidate == Candidate()
     assert verdict.unfrozen_claim is None and not verdict.unfrozen_eager
     assert any("without freezing" in note and "held-out" in note for note in verdict.notes)
+
+
+def test_the_summary_says_why_the_defaults_stayed_beside_intervals_above_one() -> None:
+    from tuner.cli.summary import verdict_lines
+
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 1.0)])
+    key = Candidate.from_dict(A).key
+    rounds[key] = tuple(ms * (0.7 if i % 2 else 1.0) for i, ms in enumerate(rounds[key]))   # lucky odd rounds
+    verdict, _ = run(rounds, finalists(A))
+    assert verdict.stored is None and verdict.held_out("tuned #1").clears_noise
+    line = verdict_lines(verdict)[0]
+    assert "nothing cleared the noise" not in line and "the other half of the rounds, which chooses" in line, line
+    plain, _ = run(table([(None, 2.0), ({}, 1.0), (A, 0.995)], jitter=0.03), finalists(A))
+    assert "nothing cleared the noise" in verdict_lines(plain)[0]
