@@ -26,10 +26,11 @@ Sections, each caught on its own so one failure keeps the rest:
   d. `tuner search` of a small transformer stack, then `tuner best`;
   e. measurement (issue 24, bench/gpu_measure.py): CUDA events around back-to-back calls against
      the wall clock, the model file's GPU, an asynchronous error at the first call, cudagraph
-     replays compared, the gate under cuDNN's TF32 with freezing, the candidate's own memory.
+     replays compared, the gate under cuDNN's TF32 with freezing, the candidate's own memory;
+  l. the measure locks: one timed section per GPU at once, one at a time on a GPU (bench/gpu_locks.py).
 Then a table: section, status, key figures. Everything printed also goes to
 $OUT/gpu_check.txt when OUT is set (with the three SQLite databases). Budget: --budget
-seconds in all (default 480; give the device command about 560 s); the sections run e, c, b, a, d
+seconds in all (default 480; give the device command about 560 s); the sections run l, e, c, b, a, d
 and `tuner search` is stopped when the budget runs out (rerun it alone: --sections d).
 `--smoke` runs the same code on CPU at toy sizes (Triton's interpreter): a plumbing check.
 """
@@ -53,10 +54,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = "abcde"
+SECTIONS = "abcdel"
 
-GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "5", "--timeout", "240"]
-SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "4", "--timeout", "120"]
+GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "12", "--timeout", "240"]
+SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "12", "--timeout", "120"]
 
 
 class Tee:
@@ -351,14 +352,15 @@ SECTION_FNS: dict[str, tuple[str, Callable[[Check], list[str]], float]] = {
     "c": ("c. Inductor harvesting", lambda check: bench_module("gpu_harvest").section_harvest(check), 90.0),
     "d": ("d. tuner search + best", section_search, 120.0),
     "e": ("e. measurement (issue 24)", lambda check: bench_module("gpu_measure").section_cuda_measure(check), 60.0),
+    "l": ("l. a measure lock per GPU", lambda check: bench_module("gpu_locks").section_locks(check), 15.0),
 }
-ORDER = "ecbad"     # the quick ones first: d stops when the budget runs out, the others would be lost
+ORDER = "lecbad"    # the quick ones first: d stops when the budget runs out, the others would be lost
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One-shot GPU check of tuner (issue 11); see the module docstring.")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole check (default 480)")
-    parser.add_argument("--sections", default=SECTIONS, help="which of a, b, c, d, e to run (default abcde)")
+    parser.add_argument("--sections", default=SECTIONS, help="which of a, b, c, d, e, l to run (default abcdel)")
     parser.add_argument("--smoke", action="store_true", help="CPU, toy sizes, Triton's interpreter: plumbing only")
     args = parser.parse_args(argv)
     start = time.monotonic()

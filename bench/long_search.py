@@ -93,7 +93,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUNER_")}
     env.update(TUNER_DB=f"sqlite:///{db}", RAY_TMPDIR=str(folder / "ray"), TUNER_BENCH_MARKER=str(folder))
     cmd = [sys.executable, "-m", "tuner", "search", args.model, "--trials", str(args.trials),
-           "--workers", str(args.workers), "--executor", args.executor, "--repeat", "5", "--rounds", "5"]
+           "--workers", str(args.workers), "--executor", args.executor, "--repeat", "5", "--rounds", "12"]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=open(folder / "err.txt", "w"))
     early_mark = max(1, args.trials // 10)

@@ -68,6 +68,8 @@ def test_the_command_line_loads_no_heavy_package_before_a_command_runs(tmp_path:
     (["--trials", "0"], "--trials must be at least 1, got 0"),
     (["--sampler", "nuts"], "unknown sampler 'nuts'; choose one of: tpe, cmaes, gp, qmc, random, grid"),
     (["--threads", "-1"], "--threads must be at least 1, got -1"),
+    (["--rounds", "4"], "--rounds must be at least 12 (half choose, half report, and a 95% interval needs 6 rounds "
+                        "per half), got 4"),
     (["--executor", "local", "--platform", "all"], "--address and --platform need Ray; drop --executor local"),
     (["--executor", "local", "--address", "auto"], "--address and --platform need Ray; drop --executor local"),
 ])

@@ -25,7 +25,7 @@ from helpers import MODELS, cli_env
 from test_interrupt import alive, assert_kept, trial_processes, trial_rows
 
 pytestmark = pytest.mark.slow
-SEARCH = ["--trials", "4", "--repeat", "3", "--rounds", "4", "--workers", "2", "--timeout", "300",
+SEARCH = ["--trials", "4", "--repeat", "3", "--rounds", "12", "--workers", "2", "--timeout", "300",
           "--executor", "local"]
 
 HANGS_ON_THIRD_LOAD = '''

@@ -59,6 +59,19 @@ def test_the_gpu_check_runs_its_measurement_section_in_smoke_mode(tmp_path: Path
     assert "e1 clock: skipped on CPU" in report and "e6 memory: the frozen candidate's own" in report
 
 
+def test_the_gpu_check_runs_its_lock_section_in_smoke_mode(tmp_path: Path) -> None:
+    """Two stand-in GPUs time at once; two sections on one of them take turns."""
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out), "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run([sys.executable, "-P", str(CHECK), "--smoke", "--sections", "l", "--budget", "120"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=200)
+    report = (out / "gpu_check.txt").read_text()
+    assert done.returncode == 0, report[-4000:] + done.stderr[-2000:]
+    summary = report.split("== summary ==", 1)[1]
+    assert "l. a measure lock per GPU" in summary and "2 GPU(s): sections of different GPUs overlapped" in summary
+
+
 @pytest.mark.parametrize("flags", ["GPU_SEARCH", "SMOKE_SEARCH"])
 def test_the_search_flags_of_the_gpu_check_pass_tuner_search_checks(tmp_path: Path, flags: str) -> None:
     # The model file does not exist: a flag `tuner search` refuses would be named before it is.

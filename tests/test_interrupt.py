@@ -207,7 +207,7 @@ def test_a_force_cancelled_ray_task_takes_its_trial_process_with_it(tmp_path: Pa
 
 # ------------------------------------------------------------ real searches, stopped by a signal
 
-SEARCH = ["--trials", "4", "--repeat", "3", "--rounds", "4", "--workers", "2", "--timeout", "300"]
+SEARCH = ["--trials", "4", "--repeat", "3", "--rounds", "12", "--workers", "2", "--timeout", "300"]
 
 
 def processes() -> dict[int, tuple[int, bytes]]:

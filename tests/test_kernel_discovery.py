@@ -93,7 +93,7 @@ def kernel_lines(stderr: str) -> list[str]:
 @pytest.mark.slow
 def test_search_tunes_the_model_kernels_once_and_the_next_search_hits(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 't.db'}"
-    search = ("search", MODEL, "--trials", "2", "--repeat", "3", "--rounds", "4", "--executor", "local",
+    search = ("search", MODEL, "--trials", "2", "--repeat", "3", "--rounds", "12", "--executor", "local",
               "--db", url)
     first_log = tmp_path / "first.log"
     first = run_cli(*search, cwd=tmp_path, env=search_env(tmp_path, first_log))

@@ -98,3 +98,38 @@ def test_a_confirmation_compiles_every_variant_of_a_library_model(tmp_path: Path
     found = json.loads(ran.stdout.strip().splitlines()[-1])
     assert found["ok"] == ["ok"] * 10
     assert found["frames"] >= 10, found          # each variant compiled, none ran eagerly
+
+
+COUNTING_MODEL = '''
+import time
+import torch
+
+class Counting(torch.nn.Module):
+    def forward(self, x):
+        with open({log!r}, "a") as log:
+            log.write("x")
+        time.sleep(0.003)          # longer than a CPU sample's minimum: one call per sample
+        return x * 2
+
+def get_model():
+    return Counting()
+
+def get_inputs():
+    return (torch.ones(4),)
+'''
+
+
+def test_a_confirmation_honours_the_spec_warmup(tmp_path: Path) -> None:
+    """The confirmation warms up as the spec says, as a trial does (it used RoundPlan's default 3)."""
+    from tuner.measure import run_confirmation
+
+    calls = {}
+    for warmup in (1, 8):
+        log = tmp_path / f"calls-{warmup}"
+        model = tmp_path / f"counting_{warmup}.py"
+        model.write_text(COUNTING_MODEL.format(log=str(log)))
+        result = run_confirmation(ConfirmRequest(spec=MeasureSpec(str(model), warmup=warmup), variants=((EAGER, None),),
+                                                 rounds=2, samples_per_round=1))
+        assert result.get(EAGER).status is Status.OK
+        calls[warmup] = len(log.read_text())
+    assert calls[8] - calls[1] == 7

@@ -70,7 +70,7 @@ def store(tmp_path: Path) -> Store:
 
 def job(sampler: str = "grid", **changes) -> SearchOptions:
     return SearchOptions(measure=MeasureSpec("recorded.py", repeat=8), trials=len(TABLE), sampler=sampler,
-                         seed=5, rounds=8, **{"objectives": ("latency", "memory"), **changes})
+                         seed=5, rounds=12, **{"objectives": ("latency", "memory"), **changes})
 
 
 # ---------------------------------------------------------------- the front, as a pure function

@@ -92,6 +92,8 @@ def test_platforms_the_cluster_cannot_give(target: Target, wanted: str, present,
     (lambda: SearchOptions(MeasureSpec("m.py"), trials=5, sampler="nuts"),
      "unknown sampler 'nuts'; choose one of: tpe, cmaes, gp, qmc, random, grid"),
     (lambda: SearchOptions(MeasureSpec("m.py", threads=0), trials=5), "--threads must be at least 1, got 0"),
+    (lambda: SearchOptions(MeasureSpec("m.py"), trials=5, rounds=11),
+     "--rounds must be at least 12 (half choose, half report, and a 95% interval needs 6 rounds per half), got 11"),
     (lambda: Execution("local", platform="all"), "--address and --platform need Ray; drop --executor local"),
 ])
 def test_a_python_caller_gets_the_errors_the_cli_prints(make, message: str) -> None:
@@ -123,7 +125,7 @@ def test_an_older_schema_is_refused_before_any_trial(tmp_path: Path) -> None:
 def test_the_readme_example_searches_without_the_cli(tmp_path: Path) -> None:
     shutil.copy(TINY, tmp_path / "model.py")
     settings = Settings(db_url=f"sqlite:///{tmp_path / 't.db'}", user="tester")
-    options = SearchOptions(MeasureSpec(str(tmp_path / "model.py"), repeat=3), trials=3, rounds=4)
+    options = SearchOptions(MeasureSpec(str(tmp_path / "model.py"), repeat=3), trials=3, rounds=12)
     events = Recorder()
     results = run_search(options, execution=Execution("local"), settings=settings, events=events)
     assert len(results) == 1 and results[0].verdict is not None

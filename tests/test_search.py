@@ -27,7 +27,7 @@ def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
     shutil.copy(TINY, tmp_path / "model.py")      # a relative path, as users type it
-    out = run_cli("search", "model.py", "--trials", "4", "--repeat", "5", "--rounds", "6", "--executor", "local",
+    out = run_cli("search", "model.py", "--trials", "4", "--repeat", "5", "--rounds", "12", "--executor", "local",
                   cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert "default compile" in out.stdout and "eager" in out.stdout and "stored:" in out.stdout
@@ -44,7 +44,7 @@ def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
     assert len({r[2] for r in rows}) == 4                     # identical candidates are measured once
     with sqlite3.connect(db) as conn:
         best = conn.execute("SELECT speedup, ci_low, ci_high, rounds FROM best_configs").fetchall()
-    assert len(best) == 1 and best[0][3] == 3 and best[0][1] <= best[0][0] <= best[0][2]
+    assert len(best) == 1 and best[0][3] == 6 and best[0][1] <= best[0][0] <= best[0][2]
 
     shown = run_cli("best", "model.py", cwd=tmp_path, env=env)
     assert shown.returncode == 0, shown.stderr
@@ -60,7 +60,7 @@ def test_faults_are_recorded_and_the_search_completes(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     plan = fault_plan(tmp_path / "trial-loads", [None, "abort", "hang", "raise", "nan"])
     env = cli_env(TUNER_DB=f"sqlite:///{db}", FAULTY_MLP_PLAN=plan)
-    out = run_cli("search", str(FAULTY), "--trials", "5", "--repeat", "3", "--rounds", "4", "--timeout", "40",
+    out = run_cli("search", str(FAULTY), "--trials", "5", "--repeat", "3", "--rounds", "12", "--timeout", "40",
                   "--executor", "local", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     statuses = {number: status for number, status, *_ in trial_rows(db)}
@@ -77,7 +77,7 @@ def test_resume_after_sigkill_reaches_the_count_without_duplicates(tmp_path: Pat
 
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
-    cmd = [sys.executable, "-m", "tuner", "search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4",
+    cmd = [sys.executable, "-m", "tuner", "search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "12",
            "--executor", "local"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -89,7 +89,7 @@ def test_resume_after_sigkill_reaches_the_count_without_duplicates(tmp_path: Pat
     before = len(trial_rows(db))
     assert 2 <= before < 5
     committed = dump(f"sqlite:///{db}")             # every column of every table, as the kill left it
-    out = run_cli("search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "4", "--resume",
+    out = run_cli("search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "12", "--resume",
                   "--executor", "local", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     rows = trial_rows(db)
@@ -113,7 +113,7 @@ def test_search_on_a_local_ray_with_two_workers(tmp_path: Path) -> None:
     """The default executor: a local Ray cluster started for this search, two trials in flight."""
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}", RAY_AUTH_TOKEN="tuner-test-token-0123456789abcdef0123456789")
-    out = run_cli("search", TINY, "--trials", "4", "--workers", "2", "--repeat", "3", "--rounds", "4",
+    out = run_cli("search", TINY, "--trials", "4", "--workers", "2", "--repeat", "3", "--rounds", "12",
                   cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     rows = trial_rows(db)

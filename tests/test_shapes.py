@@ -283,7 +283,7 @@ def test_a_search_with_two_buckets_stores_a_config_per_bucket(tmp_path: Path) ->
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     done = run_main("search", str(BATCHED), "--shapes", "batch=2:3,16:1", "--trials", "2", "--executor", "local",
-                    "--repeat", "3", "--rounds", "4", "--no-warm-start", "--db", url)
+                    "--repeat", "3", "--rounds", "12", "--no-warm-start", "--db", url)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "tuning batched_mlp[batch=2]" in done.stderr and "tuning batched_mlp[batch=16]" in done.stderr
     table = done.stdout[done.stdout.index("shape buckets on platform"):].splitlines()

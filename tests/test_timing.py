@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from tuner.trial import RoundPlan, interleaved_rounds, paired_speedup
+from tuner.trial import ConfirmRequest, MeasureSpec, RoundPlan, interleaved_rounds, paired_speedup
 
 
 @dataclass
@@ -45,8 +46,11 @@ def test_rounds_never_stop_before_the_minimum_nor_pass_the_maximum() -> None:
     variants = {"default": Busy("d", 0.0001, log), "other": Busy("o", 0.0001, log)}
     never_narrow = RoundPlan(min_rounds=3, max_rounds=7, target_width=0.0, budget_s=None)
     assert len(interleaved_rounds(variants, never_narrow, baseline="default", rng=random.Random(1))["other"]) == 7
-    always_narrow = RoundPlan(min_rounds=5, max_rounds=40, target_width=10.0, budget_s=None)
-    assert len(interleaved_rounds(variants, always_narrow, baseline="default", rng=random.Random(1))["other"]) == 5
+    always_narrow = RoundPlan(min_rounds=6, max_rounds=40, target_width=10.0, budget_s=None)
+    assert len(interleaved_rounds(variants, always_narrow, baseline="default", rng=random.Random(1))["other"]) == 6
+    # Below 6 rounds an interval is unbounded (tuner.trial.median_interval), so no width target is met.
+    too_few = RoundPlan(min_rounds=4, max_rounds=40, target_width=10.0, budget_s=None)
+    assert len(interleaved_rounds(variants, too_few, baseline="default", rng=random.Random(1))["other"]) == 6
 
 
 def test_the_time_budget_ends_the_rounds() -> None:
@@ -67,3 +71,32 @@ def test_the_order_of_variants_is_shuffled_per_round() -> None:
     collapsed = "".join(c for i, c in enumerate(timed) if i == 0 or timed[i - 1] != c)
     fixed_orders = {"".join(p) * 12 for p in itertools.permutations("dab")}
     assert set(collapsed) == {"d", "a", "b"} and collapsed not in fixed_orders
+
+
+def test_in_train_mode_every_variant_takes_as_many_steps_per_sample() -> None:
+    """A training step changes the weights: a faster variant must not take more of them."""
+    log: list[str] = []
+    variants = {"default": Busy("d", 0.001, log), "fast": Busy("f", 0.0001, log)}
+    plan = MeasureSpec("m.py", mode="train", warmup=2).plan()
+    plan = RoundPlan(min_rounds=3, max_rounds=3, samples_per_round=2, target_width=None, budget_s=None,
+                     warmup=plan.warmup, same_calls=plan.same_calls)
+    interleaved_rounds(variants, plan, baseline="default", rng=random.Random(3))
+    assert log.count("d") == log.count("f") >= 2 + 3 * 2 * 2        # warm-up, then 2 samples of >= 2 steps a round
+    log.clear()
+    inference = replace(plan, same_calls=MeasureSpec("m.py").plan().same_calls)
+    interleaved_rounds(variants, inference, baseline="default", rng=random.Random(3))
+    assert log.count("f") > log.count("d")                          # inference: each sample lasts long enough
+
+
+def test_a_confirmation_honours_the_spec_warmup_and_train_rule() -> None:
+    spec = MeasureSpec("m.py", warmup=9, mode="train")
+    request = ConfirmRequest(spec=spec, variants=(("default", ()),), rounds=14, stage="claim")
+    plan = request.plan()
+    assert (plan.warmup, plan.same_calls, plan.min_rounds, plan.max_rounds) == (9, True, 14, 14)
+    assert plan.budget_s is None and plan.target_width is None
+    longer = replace(request, max_rounds=40, target_width=0.02).plan()
+    assert (longer.min_rounds, longer.max_rounds, longer.target_width) == (14, 40, 0.02)
+    wider = replace(request, max_rounds=40)
+    assert ConfirmRequest.from_json(json.loads(json.dumps(wider.to_json()))) == wider
+    assert [request.rng("compile").random() for _ in range(2)] == [request.rng("compile").random() for _ in range(2)]
+    assert request.rng("compile").random() != replace(request, stage="selection").rng("compile").random()

@@ -34,7 +34,7 @@ def test_search_in_train_mode_stores_a_verdict_and_never_proposes_freezing(tmp_p
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
     shutil.copy(TRAIN, tmp_path / "tiny_train.py")
     out = run_cli("search", "tiny_train.py", "--mode", "train", "--trials", "2", "--executor", "local",
-                  "--repeat", "3", "--rounds", "4", cwd=tmp_path, env=env)
+                  "--repeat", "3", "--rounds", "12", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "stored:" in out.stdout, out.stdout
     with sqlite3.connect(db) as conn:

@@ -158,7 +158,7 @@ def test_a_search_with_a_memory_limit_records_the_greedy_trial_and_completes(tmp
     """Trial 1 is the second trial process to load crashing_mlp.py: its plan makes it run out of memory."""
     db = tmp_path / "t.db"
     plan = f"{tmp_path / 'trial-loads'}:-,oom"
-    done = run_main("search", str(CRASHING), "--trials", "3", "--repeat", "3", "--rounds", "4", "--threads", "1",
+    done = run_main("search", str(CRASHING), "--trials", "3", "--repeat", "3", "--rounds", "12", "--threads", "1",
                     "--memory-limit", "1G", "--executor", "local", "--db", f"sqlite:///{db}",
                     env=cli_env(CRASHING_MLP_PLAN=plan))
     assert done.returncode == 0, done.stderr

@@ -6,6 +6,7 @@ Rounds are made like a noisy machine's: every variant of round i shares that rou
 """
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from tuner.keys import GraphFingerprint, Workload, platform_from_parts
 from tuner.search.verdict import Finalist, best_configs, conclude, pick_finalists
 from tuner.storage import StudyInfo, TrialRecord
-from tuner.trial import DEFAULT, EAGER, Candidate, MeasureSpec, Measurement, Status
+from tuner.trial import DEFAULT, EAGER, MIN_CONFIRM_ROUNDS, Candidate, MeasureSpec, Measurement, Status
 from tuner.workers.replay import EAGER_KEY, ReplayExecutor
 
 SPEC = MeasureSpec("model.py")
@@ -61,6 +62,17 @@ def test_a_true_difference_picks_the_faster_config() -> None:
     assert verdict.claim.clears_noise and verdict.claim.median == pytest.approx(1.25, rel=0.03)
     assert verdict.claim.rounds == ROUNDS // 2                       # the held-out half only
     assert len(executor.confirmations) == 1                          # one knob: no ablation, no claim run
+
+
+def test_too_few_rounds_give_an_unbounded_interval_and_keep_the_defaults() -> None:
+    """5 rounds per half: even their range covers the median with only 94%, so no claim is made."""
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 0.80)])
+    executor = ReplayExecutor({}, rounds=rounds)
+    verdict = conclude(executor.run_confirmation, SPEC, finalists(A), rounds=10)
+    assert verdict.stored is None and verdict.chosen == DEFAULT
+    sp = verdict.held_out(finalists(A)[0].label)
+    assert sp.median == pytest.approx(1.25, rel=0.03) and (sp.low, sp.high) == (-math.inf, math.inf)
+    assert MIN_CONFIRM_ROUNDS == 12 and ROUNDS >= MIN_CONFIRM_ROUNDS
 
 
 def test_the_claim_comes_from_rounds_that_played_no_part_in_the_choice() -> None:
@@ -139,3 +151,31 @@ def test_beside_a_freezing_winner_eager_can_be_what_the_plain_backend_runs() -> 
     best, = best_configs(verdict, workload=workload, platform=platform_from_parts("cpu", {"cpu": "x"}, {}),
                          study=study, user="u")
     assert best.unfrozen_eager and best.unfrozen_params == {} and best.unfrozen_speedup > 1.1
+
+
+def test_the_choice_without_freezing_is_checked_on_held_out_rounds() -> None:
+    """A config without freezing that won the even rounds but not the odd ones is not stored for
+    the plain backend: the defaults are."""
+    frozen = {"freezing": True, **A}
+    rounds = table([(None, 2.0), ({}, 1.0), (frozen, 0.6), (A, 1.0)])
+    key = Candidate.from_dict(A).key
+    rounds[key] = tuple(ms * (0.7 if i % 2 == 0 else 1.0) for i, ms in enumerate(rounds[key]))  # lucky even rounds
+    verdict, _ = run(rounds, finalists(frozen))
+    assert verdict.stored.candidate == Candidate.from_dict(frozen) and verdict.claim.clears_noise
+    assert verdict.unfrozen.label == DEFAULT and verdict.unfrozen.candidate == Candidate()
+    assert verdict.unfrozen_claim is None and not verdict.unfrozen_eager
+    assert any("without freezing" in note and "held-out" in note for note in verdict.notes)
+
+
+def test_the_summary_says_why_the_defaults_stayed_beside_intervals_above_one() -> None:
+    from tuner.cli.summary import verdict_lines
+
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 1.0)])
+    key = Candidate.from_dict(A).key
+    rounds[key] = tuple(ms * (0.7 if i % 2 else 1.0) for i, ms in enumerate(rounds[key]))   # lucky odd rounds
+    verdict, _ = run(rounds, finalists(A))
+    assert verdict.stored is None and verdict.held_out("tuned #1").clears_noise
+    line = verdict_lines(verdict)[0]
+    assert "nothing cleared the noise" not in line and "the other half of the rounds, which chooses" in line, line
+    plain, _ = run(table([(None, 2.0), ({}, 1.0), (A, 0.995)], jitter=0.03), finalists(A))
+    assert "nothing cleared the noise" in verdict_lines(plain)[0]

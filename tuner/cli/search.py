@@ -56,7 +56,8 @@ def add_search_parser(subparsers: Any) -> None:
     s.add_argument("--repeat", type=int, default=20,
                    help="at most this many paired rounds (candidate vs defaults) per trial (default 20)")
     s.add_argument("--rounds", type=int, default=20,
-                   help="paired rounds when confirming finalists: half choose the winner, half report it (default 20)")
+                   help="paired rounds when confirming finalists: half choose the winner, half report it; "
+                        "at least 12, so each half gives a 95%% interval (default 20)")
     s.add_argument("--threads", type=int, default=None, help="torch threads while measuring")
     s.add_argument("--memory-limit", default=None, metavar="SIZE",
                    help="memory cap of each trial process, e.g. 4G or 512M (a trial past it is recorded as crashed)")

@@ -86,7 +86,7 @@ def verdict_lines(verdict: Verdict) -> list[str]:
         tried = [f"{f.label} {sp.text()}" for f in verdict.finalists if (sp := verdict.held_out(f.label))]
         eager = verdict.held_out(EAGER)
         eager_text = f"; eager runs at {eager.text()} of it" if eager else ""
-        return [f"stored: Inductor's defaults (nothing cleared the noise: {'; '.join(tried) or 'no finalist ran'})",
+        return [f"stored: Inductor's defaults ({_why_defaults(verdict, tried)})",
                 f"floor: the default compile stays{eager_text}"]
     lines = [f"stored: {verdict.stored.candidate.label()} ({verdict.stored.label}), {claim.text()} over the default "
              f"compile in {claim.rounds} held-out rounds that played no part in the choice"]
@@ -101,6 +101,19 @@ def verdict_lines(verdict: Verdict) -> list[str]:
     eager = verdict.over_eager
     lines.append(f"floor: never slower than the default compile, and {eager.text() if eager else '-'} over eager")
     return lines
+
+
+def _why_defaults(verdict: Verdict, tried: list[str]) -> str:
+    """Why the defaults stayed, beside the selection's held-out figures `tried`: "nothing cleared
+    the noise" only when none of them did."""
+    above = [f.label for f in verdict.finalists if (sp := verdict.held_out(f.label)) and sp.clears_noise]
+    if not above:
+        return f"nothing cleared the noise: {'; '.join(tried) or 'no finalist ran'}"
+    shown = "; ".join(tried)
+    if verdict.notes:
+        return f"{', '.join(above)} cleared the noise in these rounds ({shown}), but {verdict.notes[-1]}"
+    return (f"{', '.join(above)} cleared the noise in these rounds ({shown}), but not in the other half of the "
+            f"rounds, which chooses; a gain seen in one half only is not stored")
 
 
 def interrupted_summary(outcome: SearchOutcome, *, total: int, confirming: bool = False, shown: int = 5) -> str:

@@ -2,8 +2,6 @@
 interleaved and paired (the request and result values are `tuner.trial`'s)."""
 from __future__ import annotations
 
-import random
-
 from tuner.trial import ConfirmRequest, ConfirmResult, Status, VariantResult
 
 __all__ = ["run_confirmation"]
@@ -12,33 +10,38 @@ __all__ = ["run_confirmation"]
 def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     """Trial-process side: get each variant ready in a fresh model copy, then interleave rounds.
 
-    Each variant goes through `tuner.measure.prepare`, as a trial does. One that fails to
-    compile, or whose output differs from eager, is reported with its status and takes no
-    part in the rounds.
+    Each variant goes through `tuner.measure.prepare`, as a trial does, in the order
+    `request.rng("compile")` shuffles. One that fails to compile, or whose output differs from
+    eager, is reported with its status and takes no part in the rounds. The rounds follow
+    `request.plan()`: the spec's warm-up, and in train mode as many optimizer steps per sample
+    for every variant.
     """
     import torch
 
     from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, prepare
     from tuner.measure.node_lock import measure_lock
-    from tuner.trial import RoundPlan, interleaved_rounds
+    from tuner.trial import interleaved_rounds
 
     threads = apply_threads(request.spec)
     allow_variants(len(request.variants))
+    prepared: dict[str, Runner | Rejected] = {}
+    # Compiled in an order of this run's own (ConfirmRequest.rng): autotune picks, memory layout and
+    # what one compile sets up for the next are not shared between the run that chooses and the one that claims.
+    for label, params in request.rng("compile").sample(list(request.variants), len(request.variants)):
+        prepared[label] = prepare(request.spec, params)
     runners: dict[str, Runner] = {}
     results: dict[str, VariantResult] = {}
-    for label, params in request.variants:
-        runner = prepare(request.spec, params)
+    for label, _ in request.variants:        # the request's order again: the first is the rounds' baseline
+        runner = prepared[label]
         if isinstance(runner, Rejected):
             results[label] = VariantResult(label, runner.status, error=runner.headline)
         else:
             runners[label] = runner
-    plan = RoundPlan(min_rounds=request.rounds, max_rounds=request.rounds, samples_per_round=request.samples_per_round,
-                     target_width=None, budget_s=None)
     rounds: dict[str, list[float]] = {label: [] for label in runners}
     if runners:
-        with torch.no_grad(), measure_lock():
-            rounds = interleaved_rounds(runners, plan, baseline=next(iter(runners)),
-                                        rng=random.Random(request.spec.seed))
+        with torch.no_grad(), measure_lock(next(iter(runners.values())).device):
+            rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
+                                        rng=request.rng("rounds"))
     for label, runner in runners.items():
         results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
     return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)

@@ -181,7 +181,8 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
             # Triton kernels settle on (CUDA) are harvested for lookups.
             patches = None if config is None else config.inductor
             tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(patches)
-            with compile_lock(), gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
+            with compile_lock(loaded.device, patches), \
+                    gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
                     triton_choices.harvesting(tunes_kernels) as kernels:
                 (first,), compile_s = checked_calls(call, sync, 1)
                 later, _ = checked_calls(call, sync, LATER_CALLS)
@@ -229,10 +230,11 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     loss, initial = loss_call(loaded), copy.deepcopy(loaded.model.state_dict())
     reference = run_step(loaded.model, lambda: loss(loaded.model), None, loaded.path)
     loaded.model.load_state_dict(initial)
-    model = loaded.model if params is None else compile_model(loaded.model, compile_config(dict(params)))
+    config = None if params is None else compile_config(dict(params))
+    model = loaded.model if config is None else compile_model(loaded.model, config)
     optimizer = make_optimizer(loaded, loaded.model)
     try:
-        with compile_lock():
+        with compile_lock(loaded.device, None if config is None else config.inductor):
             start = time.perf_counter()       # inside the lock: waiting at it is not compiling
             first = run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)
             sync()                            # an asynchronous CUDA error is this config's
@@ -264,7 +266,7 @@ def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[
                                              f"search with --tolerance (e.g. --tolerance 1e-2)")
     problem, worst = accuracy_problem(reference, first)
     sets = 1
-    with torch.no_grad(), compile_lock():
+    with torch.no_grad(), compile_lock(loaded.device):
         while problem is None and worst <= tolerance and sets <= FRESH_INPUT_SETS:
             fresh = loaded.with_inputs(spec.seed + sets)
             expected = [t.clone() for t in flatten_outputs(fresh.call())]
@@ -325,7 +327,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
         return Measurement.failed(runner.status, runner.message, worker)
     pruner = RoundPruner(request.pruning) if request.pruning is not None else None
     steps = RoundValues(pruner)
-    with torch.no_grad(), measure_lock():
+    with torch.no_grad(), measure_lock(runner.device):
         peak_mb = call_peak_mb(runner.call, runner.device, resident_since=resident_since)
         rounds = interleaved_rounds({CANDIDATE: runner, BASELINE: baseline}, spec.plan(), baseline=BASELINE,
                                     rng=random.Random(spec.seed * 100_003 + request.number),

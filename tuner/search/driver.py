@@ -31,8 +31,8 @@ from tuner.search.priors import LearnedFailures, first_candidates
 from tuner.search.samplers import SAMPLERS, check_sampler, make_sampler
 from tuner.search_spaces import SearchSpace
 from tuner.storage import Store, StudyInfo, TrialRecord
-from tuner.trial import (MIN_MB, Candidate, MeasureSpec, Measurement, PruneHistory, Status, TrialRequest,
-                         check_pruner, format_mb)
+from tuner.trial import (MIN_CONFIRM_ROUNDS, MIN_INTERVAL_VALUES, MIN_MB, Candidate, MeasureSpec, Measurement,
+                         PruneHistory, Status, TrialRequest, check_pruner, format_mb)
 from tuner.version import __version__
 from tuner.workers import Executor
 from tuner.workload import Workload, check_mode
@@ -77,8 +77,9 @@ class SearchOptions:
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise UsageError(f"--trials must be at least 1, got {self.trials}")
-        if self.rounds < 4:
-            raise UsageError(f"--rounds must be at least 4 (half choose, half report), got {self.rounds}")
+        if self.rounds < MIN_CONFIRM_ROUNDS:
+            raise UsageError(f"--rounds must be at least {MIN_CONFIRM_ROUNDS} (half choose, half report, and a 95% interval "
+                             f"needs {MIN_INTERVAL_VALUES} rounds per half), got {self.rounds}")
         if self.measure.repeat < 2:
             raise UsageError(f"--repeat must be at least 2 paired rounds, got {self.measure.repeat}")
         if self.sampler not in SAMPLERS:

@@ -13,8 +13,9 @@
    dropped knobs) or it turns freezing on: eager, the default, the minimal config (the
    full choice beside it) and, for freezing, configs without freezing. Its even rounds pick
    what is stored (the minimal config unless it is slower than the choice beyond the noise,
-   eager if it beats that beyond the noise, and for the plain backend the best of eager and
-   the configs without freezing, or the defaults when none clears the noise).
+   eager if it beats that beyond the noise, and for the plain backend on a graph traced with
+   grad enabled the best of eager and the configs without freezing, or the defaults when none
+   clears the noise or its held-out rounds do not confirm it).
 
 Every claim comes from the odd rounds of the last run: rounds that played no part in any
 choice, so the reported speedup carries no winner's curse. A stored config whose claim
@@ -230,8 +231,13 @@ def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec
     unfrozen, unfrozen_claim = None, None
     if stored.freezes:
         pick = choose(choose_on, [EAGER, *(f.label for f in thawed)])
+        unfrozen_claim = claims.get(pick) if pick != DEFAULT else None
+        if pick != DEFAULT and (unfrozen_claim is None or not unfrozen_claim.clears_noise):
+            shown = unfrozen_claim.text() if unfrozen_claim else "no measurement"
+            notes.append(f"without freezing, {pick} did not hold up in the held-out rounds ({shown}), "
+                         f"so a compile that cannot freeze gets Inductor's defaults")
+            pick, unfrozen_claim = DEFAULT, None
         unfrozen = next((f for f in thawed if f.label == pick), Finalist(pick, Candidate()))
-        unfrozen_claim = claims.get(unfrozen.label) if pick != DEFAULT else None
     return _checked(Verdict(finalists, selection, choice.label, stored, False, claims.get(stored.label),
                             _over_eager(report_on, stored.label), result, ablation, unfrozen, unfrozen_claim,
                             tuple(notes)))
@@ -239,7 +245,8 @@ def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec
 
 def _thawed_candidates(finalists: tuple[Finalist, ...], minimal: Finalist, choice: Finalist) -> list[Finalist]:
     """Configs without freezing to measure beside a freezing config: it without freezing, and
-    the finalists that do not freeze (the plain backend cannot freeze)."""
+    the finalists that do not freeze (what the plain backend applies to a graph traced with grad
+    enabled, where it cannot freeze)."""
     if not (minimal.freezes or choice.freezes):
         return []
     base = minimal if minimal.freezes else choice

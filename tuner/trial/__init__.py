@@ -7,19 +7,21 @@ live the rules every measurement follows wherever it runs: the interleaved timin
 (`Speedup`) and the memory cap a trial process sets before torch loads. Standard library only,
 so a trial process can import it before torch (a test says so).
 """
-from tuner.trial.confirmation import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, VariantResult,
-                                      halves, speedup)
+from tuner.trial.confirmation import (DEFAULT, EAGER, MIN_CONFIRM_ROUNDS, ConfirmFailed, ConfirmRequest, ConfirmResult,
+                                      VariantResult, halves, speedup)
 from tuner.trial.cuda_api import CudaApi, TorchCuda, flush_buffer, torch_cuda
 from tuner.trial.memory_limit import (MIN_MB, apply_memory_limit, exceeded, format_mb, limit_in_force,
                                       out_of_memory_line, parse_size_mb)
 from tuner.trial.pruning import PruneHistory, PruneSpec, RoundPruner, RoundValues, check_pruner, replay_pruning
-from tuner.trial.stats import Speedup, median_and_iqr, median_interval, paired_speedup
+from tuner.trial.stats import MIN_INTERVAL_VALUES, Speedup, median_and_iqr, median_interval, paired_speedup
 from tuner.trial.timing import CudaClock, RoundPlan, calibrate, interleaved_rounds, min_sample_s, time_samples
 from tuner.trial.values import Candidate, Measurement, MeasureSpec, Status, TrialRequest
 
 __all__ = [
     "DEFAULT",
     "EAGER",
+    "MIN_CONFIRM_ROUNDS",
+    "MIN_INTERVAL_VALUES",
     "MIN_MB",
     "Candidate",
     "ConfirmFailed",

@@ -10,18 +10,22 @@ with a distribution-free interval. These values cross process boundaries as JSON
 """
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
-from tuner.trial.stats import Speedup, paired_speedup
+from tuner.trial.stats import MIN_INTERVAL_VALUES, Speedup, paired_speedup
+from tuner.trial.timing import RoundPlan
 from tuner.trial.values import MeasureSpec, Status
 
-__all__ = ["DEFAULT", "EAGER", "ConfirmFailed", "ConfirmRequest", "ConfirmResult", "VariantResult", "halves",
-           "speedup"]
+__all__ = ["DEFAULT", "EAGER", "MIN_CONFIRM_ROUNDS", "ConfirmFailed", "ConfirmRequest", "ConfirmResult", "VariantResult",
+           "halves", "speedup"]
 
 EAGER = "eager"
 DEFAULT = "default"
+# Half the rounds choose and half report, and each half needs enough rounds for a 95% interval.
+MIN_CONFIRM_ROUNDS = 2 * MIN_INTERVAL_VALUES
 
 
 @dataclass(frozen=True)
@@ -33,10 +37,26 @@ class ConfirmRequest:
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...] | None], ...]   # (label, params); None = eager
     rounds: int = 20
     samples_per_round: int = 3
+    max_rounds: int | None = None          # go on to this many rounds while an interval is wider than target_width
+    target_width: float | None = None      # relative, against the first variant (only with max_rounds)
+    stage: str = "selection"               # with spec.seed, seeds this run's compile and round orders
 
     @property
     def timeout_s(self) -> float:
         return self.spec.timeout_s
+
+    def plan(self) -> RoundPlan:
+        """The rounds of this run: the spec's warm-up and calls rule (`MeasureSpec.plan`), `rounds`
+        rounds (up to `max_rounds` while wider than `target_width`), no time budget."""
+        extra = self.max_rounds is not None and self.max_rounds > self.rounds
+        return replace(self.spec.plan(), min_rounds=self.rounds, max_rounds=self.max_rounds if extra else self.rounds,
+                       samples_per_round=self.samples_per_round, target_width=self.target_width if extra else None,
+                       budget_s=None)
+
+    def rng(self, purpose: str) -> random.Random:
+        """A generator seeded by the spec's seed, this run's stage and `purpose` ("compile", "rounds"),
+        so each stage's process compiles and times in an order of its own, the same on a rerun."""
+        return random.Random(f"{self.spec.seed}/{self.stage}/{purpose}")
 
     @property
     def platform_key(self) -> str | None:
@@ -44,13 +64,15 @@ class ConfirmRequest:
 
     def to_json(self) -> dict[str, Any]:
         return {"spec": self.spec.to_json(), "rounds": self.rounds, "samples_per_round": self.samples_per_round,
+                "max_rounds": self.max_rounds, "target_width": self.target_width, "stage": self.stage,
                 "variants": [[label, None if p is None else [list(kv) for kv in p]] for label, p in self.variants]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ConfirmRequest":
         variants = tuple((label, None if p is None else tuple((k, v) for k, v in p)) for label, p in data["variants"])
         return cls(spec=MeasureSpec.from_json(data["spec"]), variants=variants, rounds=data["rounds"],
-                   samples_per_round=data["samples_per_round"])
+                   samples_per_round=data["samples_per_round"], max_rounds=data.get("max_rounds"),
+                   target_width=data.get("target_width"), stage=data.get("stage", "selection"))
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class RoundPlan:
     target_width: float | None = 0.05
     budget_s: float | None = 10.0
     warmup: int = 3
+    same_calls: bool = False      # every variant as many calls per sample (train: as many optimizer steps)
 
 
 def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None],
@@ -124,10 +125,11 @@ def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseli
     the rounds so far after each round the plan would go on from (never after the last one);
     True stops the rounds there. `cuda` drives CUDA variants' clocks (default: torch.cuda).
     """
-    take = {}
-    for label, variant in variants.items():
-        calls = calibrate(variant.call, warmup=plan.warmup, sync=variant.sync, min_sample_s=min_sample_s(variant.device))
-        take[label] = sampler_for(variant, calls, plan.samples_per_round, cuda)
+    calls = {label: calibrate(v.call, warmup=plan.warmup, sync=v.sync, min_sample_s=min_sample_s(v.device))
+             for label, v in variants.items()}
+    if plan.same_calls:
+        calls = dict.fromkeys(calls, max(calls.values()))
+    take = {label: sampler_for(v, calls[label], plan.samples_per_round, cuda) for label, v in variants.items()}
     rounds: dict[str, list[float]] = {label: [] for label in variants}
     start = time.perf_counter()
     for n in range(1, plan.max_rounds + 1):

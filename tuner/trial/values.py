@@ -185,9 +185,11 @@ class MeasureSpec:
     shape: tuple[tuple[str, int], ...] = ()   # --shapes bucket: get_inputs(**dict(shape)) (tuner.workload.shapes)
 
     def plan(self) -> RoundPlan:
-        """The rounds protocol of one trial."""
+        """The rounds protocol of one trial: in train mode every variant takes the same number of
+        optimizer steps per sample."""
         return RoundPlan(min_rounds=min(self.min_rounds, self.repeat), max_rounds=self.repeat,
-                         target_width=self.target_width, budget_s=self.budget_s, warmup=self.warmup)
+                         target_width=self.target_width, budget_s=self.budget_s, warmup=self.warmup,
+                         same_calls=self.mode == "train")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
