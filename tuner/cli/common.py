@@ -36,7 +36,7 @@ def dynamo_warnings_hidden(args: argparse.Namespace, settings: Settings) -> Iter
     they print. The level is set on torch's own `torch._dynamo` logger after torch is imported,
     because importing torch sets it; it is restored on the way out.
     """
-    if args.debug or settings.debug:
+    if getattr(args, "debug", False) or settings.debug:
         yield
         return
     import torch  # noqa: F401 - torch's import configures the logger this block overrides
