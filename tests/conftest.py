@@ -237,3 +237,27 @@ def small_disk() -> Iterator[Path]:
     finally:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
         folder.rmdir()
+
+
+@pytest.fixture
+def inductor_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict]]:
+    """Every call Inductor's compile_fx gets while the test runs (Dynamo reset around it): its
+    patches, the live config, the graph's get_attr count, and `outer` (the caller passed
+    config_patches: a backend's call, not Inductor's own re-entry while it freezes)."""
+    import torch
+    import torch._inductor.compile_fx as cfx
+
+    calls, original = [], cfx.compile_fx
+
+    def recording(gm, example_inputs, *args, **kwargs):
+        from torch._inductor import config
+
+        calls.append(dict(patches=dict(kwargs.get("config_patches") or {}), freezing=config.freezing,
+                          max_fusion_size=config.max_fusion_size, outer=kwargs.get("config_patches") is not None,
+                          get_attr=sum(n.op == "get_attr" for n in gm.graph.nodes)))
+        return original(gm, example_inputs, *args, **kwargs)
+
+    monkeypatch.setattr(cfx, "compile_fx", recording)
+    torch._dynamo.reset()
+    yield calls
+    torch._dynamo.reset()

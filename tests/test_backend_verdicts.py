@@ -32,27 +32,6 @@ def tiny():
 
 
 @pytest.fixture
-def inductor_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Every call Inductor's compile_fx gets from now on: its patches and the live config."""
-    import torch._inductor.compile_fx as cfx
-
-    calls, original = [], cfx.compile_fx
-
-    def recording(gm, example_inputs, *args, **kwargs):
-        from torch._inductor import config
-
-        calls.append(dict(patches=dict(kwargs.get("config_patches") or {}), freezing=config.freezing,
-                          max_fusion_size=config.max_fusion_size,
-                          get_attr=sum(n.op == "get_attr" for n in gm.graph.nodes)))
-        return original(gm, example_inputs, *args, **kwargs)
-
-    monkeypatch.setattr(cfx, "compile_fx", recording)
-    torch._dynamo.reset()
-    yield calls
-    torch._dynamo.reset()
-
-
-@pytest.fixture
 def process_db(monkeypatch: pytest.MonkeyPatch):
     """Point the process-wide lookup (what `backend="tuner"` uses) at a database, with
     TUNER_EXPLAIN on; the "said once" flag of the backend starts fresh."""

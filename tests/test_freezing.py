@@ -28,24 +28,10 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-@pytest.fixture
-def compiles(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Every compile Inductor's compile_fx gets: whether it froze, and how many weights it bound."""
-    import torch._inductor.compile_fx as cfx
-
-    calls, original = [], cfx.compile_fx
-
-    def recording(gm, example_inputs, *args, **kwargs):
-        patches = kwargs.get("config_patches")
-        if patches is not None:         # the backend's call; Inductor's own re-entry passes none
-            calls.append(dict(freezing=bool(patches.get("freezing")),
-                              get_attr=sum(n.op == "get_attr" for n in gm.graph.nodes)))
-        return original(gm, example_inputs, *args, **kwargs)
-
-    monkeypatch.setattr(cfx, "compile_fx", recording)
-    torch._dynamo.reset()
-    yield calls
-    torch._dynamo.reset()
+def backend_compiles(calls: list[dict]) -> list[dict]:
+    """The backend's compiles among `inductor_calls` (not Inductor's own re-entry while it
+    freezes): whether each froze and how many weights it bound."""
+    return [dict(freezing=bool(c["patches"].get("freezing")), get_attr=c["get_attr"]) for c in calls if c["outer"]]
 
 
 def backend(db: str):
@@ -60,7 +46,7 @@ def check(compiled, model, x) -> None:
         torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
 
 
-def test_backend_freezes_in_one_trace(db: str, compiles: list[dict]) -> None:
+def test_backend_freezes_in_one_trace(db: str, inductor_calls: list[dict]) -> None:
     from torch._inductor.utils import run_and_get_code
 
     model, x = tiny_model_and_input(3)
@@ -70,11 +56,12 @@ def test_backend_freezes_in_one_trace(db: str, compiles: list[dict]) -> None:
         torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
         check(compiled, model, x * 2)
     assert "_frozen_param" in "\n".join(codes)          # Inductor folded the weights as constants
-    assert compiles == [dict(freezing=True, get_attr=4)]  # one trace, every weight and bias bound
+    # one trace, every weight and bias bound
+    assert backend_compiles(inductor_calls) == [dict(freezing=True, get_attr=4)]
 
 
 @pytest.mark.parametrize("change", ["load_state_dict", "optimizer_step", "in_place", "new_parameter"])
-def test_changed_weights_are_frozen_again_never_stale(db: str, compiles: list[dict], change: str) -> None:
+def test_changed_weights_are_frozen_again_never_stale(db: str, inductor_calls: list[dict], change: str) -> None:
     model, x = tiny_model_and_input(3)
     compiled = torch.compile(model, backend=backend(db))
     check(compiled, model, x)
@@ -94,12 +81,13 @@ def test_changed_weights_are_frozen_again_never_stale(db: str, compiles: list[di
         module_name, _, attr = name.rpartition(".")
         setattr(model.get_submodule(module_name), attr, torch.nn.Parameter(torch.randn_like(first)))
     check(compiled, model, x)
-    assert [c["freezing"] for c in compiles] == [True, True]   # frozen again with the new weights
+    # frozen again with the new weights
+    assert [c["freezing"] for c in backend_compiles(inductor_calls)] == [True, True]
     check(compiled, model, x)
-    assert len(compiles) == 2                                   # unchanged weights: no further compile
+    assert len(backend_compiles(inductor_calls)) == 2        # unchanged weights: no further compile
 
 
-def test_weights_that_keep_changing_run_unfrozen(db: str, compiles: list[dict]) -> None:
+def test_weights_that_keep_changing_run_unfrozen(db: str, inductor_calls: list[dict]) -> None:
     from tuner.inductor.freezing import MAX_REFREEZES
 
     model, x = tiny_model_and_input(3)
@@ -108,12 +96,12 @@ def test_weights_that_keep_changing_run_unfrozen(db: str, compiles: list[dict]) 
         with torch.no_grad():
             next(iter(model.parameters())).add_(0.1 * step)
         check(compiled, model, x)
-    frozen = [c for c in compiles if c["freezing"]]
+    frozen = [c for c in backend_compiles(inductor_calls) if c["freezing"]]
     assert len(frozen) == 1 + MAX_REFREEZES               # the first freeze and the re-freezes, no more
-    assert compiles[-1] == dict(freezing=False, get_attr=0)   # then the config without freezing
+    assert backend_compiles(inductor_calls)[-1] == dict(freezing=False, get_attr=0)   # then the config without freezing
 
 
-def test_grad_enabled_never_runs_frozen_code(db: str, compiles: list[dict]) -> None:
+def test_grad_enabled_never_runs_frozen_code(db: str, inductor_calls: list[dict]) -> None:
     """Dynamo guards on grad mode, so a call with grad on is another graph; `FrozenGraph` itself
     also refuses to run frozen with grad on (the case a guard-free caller would reach)."""
     from tuner.inductor import freezing
@@ -124,7 +112,8 @@ def test_grad_enabled_never_runs_frozen_code(db: str, compiles: list[dict]) -> N
     out = compiled(x)
     torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
     assert out.requires_grad                          # a graph with autograd, not the frozen one
-    assert compiles[0]["freezing"] and not any(c["freezing"] for c in compiles[1:])   # forward and backward
+    first, *rest = backend_compiles(inductor_calls)
+    assert first["freezing"] and not any(c["freezing"] for c in rest)   # then forward and backward, unfrozen
 
     calls = []
     gm = torch.fx.symbolic_trace(lambda w, v: v @ w)
@@ -137,14 +126,14 @@ def test_grad_enabled_never_runs_frozen_code(db: str, compiles: list[dict]) -> N
     assert calls == ["frozen", "thawed"]
 
 
-def test_tuner_compile_is_the_same_backend(db: str, compiles: list[dict]) -> None:
+def test_tuner_compile_is_the_same_backend(db: str, inductor_calls: list[dict]) -> None:
     import tuner
 
     model, x = tiny_model_and_input(3)
     compiled = tuner.compile(model, db=db)
     check(compiled, model, x)
     check(compiled, model, x + 1)
-    assert compiles == [dict(freezing=True, get_attr=4)]
+    assert backend_compiles(inductor_calls) == [dict(freezing=True, get_attr=4)]
     model.load_state_dict(tiny_model_and_input(5)[0].state_dict())
     check(compiled, model, x)
-    assert [c["freezing"] for c in compiles] == [True, True]
+    assert [c["freezing"] for c in backend_compiles(inductor_calls)] == [True, True]

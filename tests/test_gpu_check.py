@@ -29,17 +29,23 @@ def gpu_check() -> Any:
     return sys.modules["gpu_check"]
 
 
-@pytest.mark.slow
-def test_the_gpu_check_runs_its_harvest_section_in_smoke_mode(tmp_path: Path) -> None:
+def run_smoke(tmp_path: Path, section: str, budget: int) -> tuple[Path, str, str]:
+    """`bench/gpu_check.py --smoke --sections SECTION` in a fresh process (no TUNER_DB): its OUT
+    folder, its report and the report's summary; fails the test on a non-zero exit."""
     out = tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "OUT": str(out), "PYTHONUNBUFFERED": "1"}
     env.pop("TUNER_DB", None)
-    done = subprocess.run([sys.executable, "-P", str(CHECK), "--smoke", "--sections", "c", "--budget", "300"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    done = subprocess.run([sys.executable, "-P", str(CHECK), "--smoke", "--sections", section, "--budget", str(budget)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=budget + 100)
     report = (out / "gpu_check.txt").read_text()
     assert done.returncode == 0, report[-4000:] + done.stderr[-2000:]
-    summary = report.split("== summary ==", 1)[1]
+    return out, report, report.split("== summary ==", 1)[1]
+
+
+@pytest.mark.slow
+def test_the_gpu_check_runs_its_harvest_section_in_smoke_mode(tmp_path: Path) -> None:
+    out, report, summary = run_smoke(tmp_path, "c", 300)
     assert "c. Inductor harvesting       ok" in summary and "B from the database" in summary, summary
     assert "ray imported: False" in report
     assert (out / "harvest.db").exists()
@@ -47,28 +53,14 @@ def test_the_gpu_check_runs_its_harvest_section_in_smoke_mode(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_the_gpu_check_runs_its_measurement_section_in_smoke_mode(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {**os.environ, "OUT": str(out), "PYTHONUNBUFFERED": "1"}
-    done = subprocess.run([sys.executable, "-P", str(CHECK), "--smoke", "--sections", "e", "--budget", "300"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
-    report = (out / "gpu_check.txt").read_text()
-    assert done.returncode == 0, report[-4000:] + done.stderr[-2000:]
-    summary = report.split("== summary ==", 1)[1]
+    _, report, summary = run_smoke(tmp_path, "e", 300)
     assert "e. measurement (issue 24)    ok" in summary and "freezing passed" in summary, summary
     assert "e1 clock: skipped on CPU" in report and "e6 memory: the frozen candidate's own" in report
 
 
 def test_the_gpu_check_runs_its_lock_section_in_smoke_mode(tmp_path: Path) -> None:
     """Two stand-in GPUs time at once; two sections on one of them take turns."""
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {**os.environ, "OUT": str(out), "PYTHONUNBUFFERED": "1"}
-    done = subprocess.run([sys.executable, "-P", str(CHECK), "--smoke", "--sections", "l", "--budget", "120"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=200)
-    report = (out / "gpu_check.txt").read_text()
-    assert done.returncode == 0, report[-4000:] + done.stderr[-2000:]
-    summary = report.split("== summary ==", 1)[1]
+    _, _, summary = run_smoke(tmp_path, "l", 120)
     assert "l. a measure lock per GPU" in summary and "2 GPU(s): sections of different GPUs overlapped" in summary
 
 
