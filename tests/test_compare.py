@@ -35,12 +35,12 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
 
 def test_compare_applies_the_stored_config_on_every_path_and_times_them(tmp_path: Path, stored) -> None:
     url, threads = stored
-    ran = run_cli("compare", str(TINY), "--db", url, "--rounds", "4", "--threads", str(threads),
+    ran = run_cli("compare", str(TINY), "--db", url, "--rounds", "12", "--threads", str(threads),
                   cwd=tmp_path, timeout=900)
     assert ran.returncode == 0, ran.stderr[-3000:]
     out = ran.stdout
     assert all(len(line) <= 100 for line in out.splitlines()), out
-    assert f"on cpu, {threads} threads, 4 paired rounds" in out
+    assert f"on cpu, {threads} threads, 12 paired rounds" in out
     rows = {label: next(ln for ln in out.splitlines() if ln.startswith(label)) for label in PATHS}
     assert "1.00x (baseline)" in rows[PATHS[1]]
     for label in (PATHS[0], *PATHS[2:]):      # a latency and a speedup with its interval
