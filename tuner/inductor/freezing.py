@@ -108,17 +108,17 @@ class FrozenGraph:
                  compile_frozen: Callable[[Any, list[Any]], Callable], thaw: Callable[[], Callable],
                  *, what: str = "graph") -> None:
         self._gm, self._positions = gm, tuple(positions)
+        bound = set(self._positions)
+        self._rest = tuple(i for i in range(len(inputs)) if i not in bound)   # the inputs the frozen code takes
         self._compile_frozen, self._thaw = compile_frozen, thaw
         self._what = what
         self._lock = threading.Lock()
         self._thawed: Callable | None = None
-        self.refreezes = 0              # for logs and tests
-        self.frozen_calls = 0
+        self.refreezes = 0              # for the log line
         self._freeze(inputs)
 
     def _freeze(self, inputs: Sequence[Any]) -> None:
-        kept = set(self._positions)
-        rest = [x for i, x in enumerate(inputs) if i not in kept]
+        rest = [inputs[i] for i in self._rest]
         self._bound = tuple(_Bound.of(inputs[i]) for i in self._positions)
         self._frozen = self._compile_frozen(freeze_inputs(self._gm, inputs, self._positions), rest)
 
@@ -142,9 +142,7 @@ class FrozenGraph:
                     self._refreeze(args)
             if self._frozen is None:
                 return self.thawed()(*args)
-        self.frozen_calls += 1
-        kept = self._positions
-        return self._frozen(*[x for i, x in enumerate(args) if i not in kept])
+        return self._frozen(*[args[i] for i in self._rest])
 
     def _refreeze(self, args: Sequence[Any]) -> None:
         """The weights changed since the frozen compile: freeze again with the new values, or
