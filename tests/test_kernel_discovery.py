@@ -78,6 +78,36 @@ def test_discovery_points_kernels_at_the_search_database_and_logs_each_key(
     assert elsewhere.exists() and len(timer.configs) == 24      # closed: the default database again
 
 
+def test_the_float64_reference_runs_kernels_untuned_and_stores_nothing(tmp_path: Path) -> None:
+    """The gate's fp64 reference launches a kernel in dtypes the user never launches: it runs
+    the space's first config, and no float64 config is searched, stored or logged."""
+    from tuner.kernels import untuned_launches
+    from tuner.measure.verify import fp64_reference
+    from tuner.workload import LoadedModel
+
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    timer = kernels.CountingTimer()
+    add = tuner.autotune(space=ADD_SPACE, key=["n"], timer=timer, db=url)(kernels.add_kernel)
+
+    class Add(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            add[kernels.blocks(x.numel())](x, y, out, x.numel())
+            return out
+
+    x, y = torch.randn(100), torch.randn(100)
+    loaded = LoadedModel(model=Add(), args=(x, y), kwargs={}, device="cpu", path=tmp_path / "add.py")
+    with discover_kernels(url) as log:
+        (wide,) = fp64_reference(loaded)
+    assert wide.dtype == torch.float64 and torch.equal(wide, x.double() + y.double())
+    assert timer.configs == [] and log.launches() == () and add.choices() == ()
+    assert not (tmp_path / "k.db").exists()
+    assert launch_add(add) and len(timer.configs) == 6 and stored_names(url) == ["add_kernel"]
+    with untuned_launches():        # a key already chosen keeps its choice; a new one chooses nothing
+        assert launch_add(add) and launch_add(add, n=300)
+    assert len(timer.configs) == 6 and len(add.choices()) == 1
+
+
 def search_env(tmp_path: Path, log: Path, **extra: str) -> dict[str, str]:
     return cli_env(TRITON_INTERPRET="1", KERNEL_TIMER_LOG=str(log), XDG_DATA_HOME=str(tmp_path / "xdg"), **extra)
 

@@ -208,6 +208,7 @@ def test_0006_records_the_objectives_and_downgrades_without_them(db_url: str) ->
 def test_the_0006_fixture_reads_back_a_multi_objective_study(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'f.db'}"
     (tmp_path / "f.db").write_bytes(make_fixtures.fixture_path("0006_objectives").read_bytes())
+    upgrade(url)        # a database written at 0006 reads back after the later migrations
     with Store.open(url, readonly=True) as opened:
         study = opened.last_study(make_fixtures.W2_KEY, "19088dd74ee65604c5512874")
     assert (study.objectives, study.prefer) == (("latency", "memory"), "memory")

@@ -26,14 +26,16 @@ GREEDY_BYTES = 3 * 2**30
 
 
 def _planned():
-    """This trial process's planned fault, drawn once per process: a trial loads the file more
-    than once (its candidate, then the default compile it is paired with)."""
+    """This trial process's planned fault, drawn once per process, for its candidate only: a
+    trial loads the file twice, first for the default compile it is paired with (which must
+    stay sound, or the trial fails as a whole), then for its candidate, which gets the fault."""
     plan = os.environ.get("CRASHING_MLP_PLAN")
     if not plan or not sys.argv[0].endswith("trial_process.py"):
         return None
     if not hasattr(sys, "_crashing_mlp_fault"):
-        sys._crashing_mlp_fault = _draw(plan)
-    return sys._crashing_mlp_fault
+        sys._crashing_mlp_fault, sys._crashing_mlp_loads = _draw(plan), 0
+    sys._crashing_mlp_loads += 1
+    return sys._crashing_mlp_fault if sys._crashing_mlp_loads > 1 else None
 
 
 def _draw(plan):

@@ -4,9 +4,10 @@
 reads the database (`KernelDatabase`, one `KernelWarning` per process when that fails), launches a
 stored config at once, or searches the space, stores the winner and launches it (`KernelChoice`
 says which). `discover_kernels` points every kernel at a search's database and logs the keys
-launched, for `tuner search`. Triton loads only when a kernel is decorated or timed.
+launched, for `tuner search`; `untuned_launches` runs kernels untuned (the gate's float64
+reference). Triton loads only when a kernel is decorated or timed.
 """
-from tuner.kernels.autotuner import AutotunedKernel, autotune
+from tuner.kernels.autotuner import AutotunedKernel, autotune, untuned_launches
 from tuner.kernels.database import KernelDatabase, KernelWarning, search_database, warn_once
 from tuner.kernels.discovery import KernelLaunch, describe_launch, discover_kernels
 from tuner.kernels.search import KernelChoice
@@ -21,5 +22,6 @@ __all__ = [
     "describe_launch",
     "discover_kernels",
     "search_database",
+    "untuned_launches",
     "warn_once",
 ]

@@ -14,11 +14,14 @@ enumerates the space (the constraint runs before any launch), searches it
 (`tuner.kernels.search`: exhaustive when small, Optuna under `max_trials` otherwise), times
 each config with the timer (`tuner.kernels.bench`), stores the winner with its timings, and
 launches it. Later launches with the same key reuse the choice without touching the database.
+Inside `untuned_launches()` (the gate's float64 reference run), a key not chosen yet launches
+its space's first config instead: nothing is read, timed, stored or remembered.
 """
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError, UsageError
@@ -33,7 +36,24 @@ from tuner.keys import Platform
 if TYPE_CHECKING:
     from tuner.storage import KernelConfig
 
-__all__ = ["AutotunedKernel", "KernelChoice", "autotune"]
+__all__ = ["AutotunedKernel", "KernelChoice", "autotune", "untuned_launches"]
+
+_untuned = [0]      # open untuned_launches() contexts, process-wide
+_untuned_lock = threading.Lock()
+
+
+@contextmanager
+def untuned_launches() -> Iterator[None]:
+    """While open, a launch whose key has no choice yet runs the space's first config, and
+    chooses nothing: for runs whose dtypes or shapes the user never launches (the gate's
+    float64 reference), which must not search, store or log a config. Process-wide."""
+    with _untuned_lock:
+        _untuned[0] += 1
+    try:
+        yield
+    finally:
+        with _untuned_lock:
+            _untuned[0] -= 1
 
 
 def autotune(space: Mapping[str, Sequence[Scalar]], key: Sequence[str], *,
@@ -139,6 +159,8 @@ class AutotunedKernel:
         device = "cpu" if self._interpreted() else _device_of(named)
         with self._lock:
             choice = self._choices.get((signature, device))
+            if choice is None and _untuned[0]:
+                return self.fn.run(*args, grid=grid, warmup=False, **kwargs, **self.configs()[0])
             if choice is None:
                 try:
                     choice = self._choose(signature, device, named, args, kwargs, grid)
