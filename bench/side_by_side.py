@@ -168,6 +168,50 @@ def measure(request: ConfirmRequest, *, ceiling: bool, timeout_s: float) -> Meas
                     ceiling_gflops=data["ceiling_gflops"], dtype=data["dtype"], seconds=seconds)
 
 
+# The child that measures the stored config as a user applies it: `tuner compare`'s own code.
+_APPLIED_CHILD = """
+import json, sys
+from tuner.report import compare_applied
+comparison = compare_applied(sys.argv[1], rounds=int(sys.argv[2]), seed=int(sys.argv[3]))
+rows = {}
+for path in comparison.paths:
+    sp = comparison.speedup(path.label)
+    rows[path.label] = {"ms": path.latency_ms, "problem": path.problem,
+                        "speedup": None if sp is None else [sp.median, sp.low, sp.high]}
+print(json.dumps(rows))
+"""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """Each path of `tuner.report.compare_applied` in one fresh process (eager, the default compile,
+    `backend="tuner"`, `tuner.compile`): label -> median ms, speedup over the default compile
+    [median, low, high] (None when not timed) and the problem of a path not timed."""
+
+    rows: dict[str, dict[str, Any]]
+    seconds: float
+
+    def speedup(self, label: str) -> float | None:
+        row = self.rows.get(label) or {}
+        return row["speedup"][0] if row.get("speedup") else None
+
+
+def measure_applied(model: Path, *, db_url: str, rounds: int, seed: int, timeout_s: float) -> Applied:
+    """The stored configs applied as a user applies them, in one fresh process reading `db_url`."""
+    import os
+
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-c", _APPLIED_CHILD, str(model), str(rounds), str(seed)],
+                              env={**os.environ, "TUNER_DB": db_url}, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"the applied run ran past {timeout_s:.0f} s; give it more with --timeout") from exc
+    if proc.returncode != 0:
+        raise RuntimeError(f"the applied run exited with {proc.returncode}: {proc.stderr[-2000:]}")
+    return Applied(rows=json.loads(proc.stdout.strip().splitlines()[-1]), seconds=time.monotonic() - start)
+
+
 def interval(values: tuple[float, ...] | list[float]) -> tuple[float, float, float]:
     """Median and its order-statistic interval (tuner.trial.median_interval)."""
     from tuner.trial import median_interval

@@ -15,6 +15,12 @@ FLOPs per call, counted on eager, over the ceiling measured in the same process)
 model, whether tuned is at least as fast as the best built-in (chosen on half the rounds,
 compared on the other half), and the geomean of tuned over the default compile.
 
+Then, in another fresh process, the stored config applied as a user applies it (`tuner compare`'s
+`compare_applied`): the default compile, `torch.compile(backend="tuner")` and `tuner.compile`,
+each checked against eager and timed paired and interleaved. It prints both tuned rows with
+their speedup over the default compile, the ratio of the two, and each against the stored
+claim: "within 5%" when the ratio lies in [0.95, 1.05].
+
 Models: the examples, and a suite built from configs with random weights (bench/models/): a
 GPT-2-style and a BERT-style model (transformers), ResNet-18 and MobileNetV3-Small
 (torchvision), a small ViT (timm). `pip install -e '.[bench]'` installs those packages; a
@@ -32,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from side_by_side import CEILING_SIZE, ROOT, Measured, Stored, geomean, interval, measure, tune
+from side_by_side import CEILING_SIZE, ROOT, Applied, Measured, Stored, geomean, interval, measure, measure_applied, tune
 
 if TYPE_CHECKING:
     from tuner.trial import VariantResult
@@ -140,7 +146,30 @@ def run_model(name: str, path: Path, args: argparse.Namespace, folder: Path) -> 
         print(f"   {label:<34}{text}")
     comparison = replace(against_builtin(measured), tuned=stored.describe())
     print(f"   tuned >= best built-in: {comparison.verdict}: {comparison.evidence}")
+    print_applied(measure_applied(path, db_url=db_url, rounds=args.rounds, seed=args.seed, timeout_s=args.timeout),
+                  claim=stored.best.speedup, rounds=args.rounds)
     return comparison
+
+
+def print_applied(applied: Applied, *, claim: float, rounds: int) -> None:
+    """The applied run's rows, then backend="tuner" against tuner.compile and each against the claim."""
+    from tuner.report.applied import BACKEND, DEFAULT, TUNER_COMPILE
+
+    print(f"   applied as a user applies it, one fresh process, {rounds} rounds, {applied.seconds:.0f} s:")
+    for label, row in applied.rows.items():
+        if row["problem"]:
+            print(f"   {label:<38}not timed: {row['problem'][:100]}")
+            continue
+        sp = row["speedup"]
+        versus = "1.00x (baseline)" if label == DEFAULT else (f"{sp[0]:5.2f}x [{sp[1]:.2f}, {sp[2]:.2f}]" if sp else "-")
+        print(f"   {label:<38}{row['ms']:9.3f} ms   {versus}")
+    backend, compiled = applied.speedup(BACKEND), applied.speedup(TUNER_COMPILE)
+    checks = [("backend=tuner / tuner.compile", backend, compiled), ("backend=tuner / stored claim", backend, claim),
+              ("tuner.compile / stored claim", compiled, claim)]
+    for what, a, b in checks:
+        if a and b:
+            ratio = a / b
+            print(f"   {what:<38}{ratio:.3f} ({'within 5%' if 0.95 <= ratio <= 1.05 else 'NOT within 5%'})")
 
 
 def pick(models: str | None) -> list[tuple[str, Path]]:
