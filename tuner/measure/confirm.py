@@ -2,25 +2,38 @@
 interleaved and paired (the request and result values are `tuner.trial`'s)."""
 from __future__ import annotations
 
+from typing import Callable
+
 from tuner.trial import ConfirmRequest, ConfirmResult, Status, VariantResult
 
 __all__ = ["run_confirmation"]
 
 
-def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
+def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | None = None) -> ConfirmResult:
     """Trial-process side: get each variant ready in a fresh model copy, then interleave rounds.
 
     Each variant goes through `tuner.measure.prepare`, as a trial does, in the order
     `request.rng("compile")` shuffles. One that fails to compile, or whose output differs from
     eager, is reported with its status and takes no part in the rounds. The rounds follow
     `request.plan()`: the spec's warm-up, and in train mode as many optimizer steps per sample
-    for every variant.
+    for every variant. A variant whose call raises during the rounds stops them: it is reported
+    as RUNTIME_ERROR and named in `stopped_by` (the others' rounds are cut short).
+
+    `mark` is told the label of the variant about to be prepared or timed, outside the timed
+    calls (`workers/trial_process.py` keeps it where a process that dies leaves it behind).
     """
     import torch
 
-    from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, prepare
+    from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, error_headline, prepare
     from tuner.measure.node_lock import measure_lock
     from tuner.trial import interleaved_rounds
+
+    current = [""]
+
+    def note(label: str) -> None:
+        current[0] = label
+        if mark is not None:
+            mark(label)
 
     threads = apply_threads(request.spec)
     allow_variants(len(request.variants))
@@ -28,6 +41,7 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     # Compiled in an order of this run's own (ConfirmRequest.rng): autotune picks, memory layout and
     # what one compile sets up for the next are not shared between the run that chooses and the one that claims.
     for label, params in request.rng("compile").sample(list(request.variants), len(request.variants)):
+        note(label)
         prepared[label] = prepare(request.spec, params)
     runners: dict[str, Runner] = {}
     results: dict[str, VariantResult] = {}
@@ -38,10 +52,18 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
         else:
             runners[label] = runner
     rounds: dict[str, list[float]] = {label: [] for label in runners}
+    stopped_by = None
     if runners:
         with torch.no_grad(), measure_lock(next(iter(runners.values())).device):
-            rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
-                                        rng=request.rng("rounds"))
+            try:
+                rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
+                                            rng=request.rng("rounds"), on_variant=note)
+            except Exception as exc:  # a finalist that fails while timed is a value, as trials' failures are
+                stopped_by = current[0]
+                results[stopped_by] = VariantResult(stopped_by, Status.RUNTIME_ERROR, error=error_headline(exc))
     for label, runner in runners.items():
-        results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
-    return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)
+        if label != stopped_by:
+            results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s,
+                                           round_ms=tuple(rounds.get(label, ())))
+    return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads,
+                         stopped_by=stopped_by)
