@@ -2,8 +2,9 @@
 others in a fresh process; it never aborts (issue 24, item 3).
 
 Real processes, real compiles: tests/models/knob_crash_mlp.py kills the confirmation process
-(SIGABRT) while Inductor compiles it with `max_fusion_size=8`, or makes that compile's calls
-raise once the rounds time them. The finalist with that knob passed no trial here: the test
+(SIGABRT) while Inductor compiles it with `max_fusion_size=8`, makes that compile fail, or makes
+its calls raise or segfault once the rounds time them. A compile that fails ends the run too:
+what it leaves behind (a poisoned CUDA context) must not touch the others. The finalist with that knob passed no trial here: the test
 hands `conclude` the finalists a search would have, and it confirms through the search's own
 `_confirm` on a real LocalExecutor.
 """
@@ -44,8 +45,11 @@ def executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.mark.parametrize(("fault", "status", "says"), [
-    ("abort", Status.CRASHED, "killed by SIGABRT"),
-    ("raise", Status.RUNTIME_ERROR, "RuntimeError: knob_crash: call 11"),
+    pytest.param("abort", Status.CRASHED, "killed by SIGABRT", id="abort-in-its-compile"),
+    pytest.param("raise", Status.RUNTIME_ERROR, "RuntimeError: knob_crash: call 11", id="raise-in-the-rounds"),
+    pytest.param("segv", Status.CRASHED, "killed by SIGSEGV", id="segv-in-the-rounds", marks=pytest.mark.slow),
+    pytest.param("compile", Status.COMPILE_ERROR, "BackendCompilerFailed", id="compile-error",
+                 marks=pytest.mark.slow),
 ])
 def test_a_crashing_finalist_is_recorded_and_the_others_are_confirmed(tmp_path: Path, executor, fault: str,
                                                                        status: Status, says: str) -> None:

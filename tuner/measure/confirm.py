@@ -14,10 +14,11 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
 
     Each variant goes through `tuner.measure.prepare`, as a trial does, in the order
     `request.rng("compile")` shuffles. One that fails to compile, or whose output differs from
-    eager, is reported with its status and takes no part in the rounds. The rounds follow
+    eager, is reported as WRONG_RESULT and takes no part in the rounds. The rounds follow
     `request.plan()`: the spec's warm-up, and in train mode as many optimizer steps per sample
-    for every variant. A variant whose call raises during the rounds stops them: it is reported
-    as RUNTIME_ERROR and named in `stopped_by` (the others' rounds are cut short).
+    for every variant. A variant that fails to compile or run, while prepared or during the
+    rounds, stops the run there: it is reported with its status and named in `stopped_by`, and
+    every other variant is CANCELLED, to be measured in a fresh process (`tuner.search.confirming`).
 
     `mark` is told the label of the variant about to be prepared or timed, outside the timed
     calls (`workers/trial_process.py` keeps it where a process that dies leaves it behind).
@@ -42,7 +43,11 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
     # what one compile sets up for the next are not shared between the run that chooses and the one that claims.
     for label, params in request.rng("compile").sample(list(request.variants), len(request.variants)):
         note(label)
-        prepared[label] = prepare(request.spec, params)
+        prepared[label] = runner = prepare(request.spec, params)
+        if isinstance(runner, Rejected) and runner.status is not Status.WRONG_RESULT:
+            # A compile or call that failed may leave this process unsound (an asynchronous CUDA error
+            # poisons the device for every later call): the others are measured in a fresh one.
+            return _stopped(request, label, VariantResult(label, runner.status, error=runner.headline), threads)
     runners: dict[str, Runner] = {}
     results: dict[str, VariantResult] = {}
     for label, _ in request.variants:        # the request's order again: the first is the rounds' baseline
@@ -52,18 +57,20 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
         else:
             runners[label] = runner
     rounds: dict[str, list[float]] = {label: [] for label in runners}
-    stopped_by = None
     if runners:
         with torch.no_grad(), measure_lock(next(iter(runners.values())).device):
             try:
                 rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
                                             rng=request.rng("rounds"), on_variant=note)
             except Exception as exc:  # a finalist that fails while timed is a value, as trials' failures are
-                stopped_by = current[0]
-                results[stopped_by] = VariantResult(stopped_by, Status.RUNTIME_ERROR, error=error_headline(exc))
+                failed = VariantResult(current[0], Status.RUNTIME_ERROR, error=error_headline(exc))
+                return _stopped(request, current[0], failed, threads)
     for label, runner in runners.items():
-        if label != stopped_by:
-            results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s,
-                                           round_ms=tuple(rounds.get(label, ())))
-    return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads,
-                         stopped_by=stopped_by)
+        results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
+    return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)
+
+
+def _stopped(request: ConfirmRequest, label: str, failed: VariantResult, threads: int) -> ConfirmResult:
+    """The run cut short by `label`'s failure: it as `failed`, every other variant CANCELLED (no rounds)."""
+    return ConfirmResult(variants=tuple(failed if other == label else VariantResult(other, Status.CANCELLED)
+                                        for other, _ in request.variants), threads=threads, stopped_by=label)

@@ -92,9 +92,9 @@ class VariantResult:
 class ConfirmResult:
     """What a confirmation run measured: one VariantResult per variant, in the request's order.
 
-    `stopped_by` names the variant whose call raised during the rounds (its VariantResult says
-    how, with no rounds): the rounds stopped there, so every other variant's are cut short, and
-    the driver measures those again in a fresh process (`tuner.search.confirming`)."""
+    `stopped_by` names the variant whose compile or call failed (its VariantResult says how): the
+    run stopped there, every other variant is CANCELLED with no rounds, and the driver measures
+    those again in a fresh process (`tuner.search.confirming`)."""
 
     variants: tuple[VariantResult, ...] = field(default=())
     error: str | None = None
