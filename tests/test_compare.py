@@ -66,7 +66,24 @@ def test_compare_without_a_stored_config_names_the_search(tmp_path: Path) -> Non
     assert ran.stdout == ""
 
 
-def test_compare_refuses_too_few_rounds(tmp_path: Path) -> None:
-    ran = run_main("compare", str(TINY), "--rounds", "1", "--db", f"sqlite:///{tmp_path / 'x.db'}")
-    assert ran.returncode == 2
-    assert ran.stderr.strip() == "error: --rounds 1 is too few to pair; give at least 2 (default 20)"
+@pytest.mark.parametrize("rounds", [1, 2, 5])
+def test_compare_refuses_rounds_that_give_no_interval(tmp_path: Path, rounds: int) -> None:
+    """Below 6 paired rounds the interval of every speedup is [-inf, inf]: refused before any
+    compile, in one line naming the fix."""
+    ran = run_main("compare", str(TINY), "--rounds", str(rounds), "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert ran.stderr.strip() == (f"error: --rounds {rounds} is too few for a 95% interval (each speedup is the "
+                                  f"median of {rounds} paired ratios); give at least --rounds 6")
+
+
+def test_the_fewest_rounds_compare_takes_give_a_bounded_interval() -> None:
+    from tuner.errors import UsageError
+    from tuner.report import check_rounds, compare_applied
+    from tuner.trial import MIN_INTERVAL_VALUES, paired_speedup
+
+    check_rounds(MIN_INTERVAL_VALUES)
+    ratios = [1.0 + i / 100 for i in range(MIN_INTERVAL_VALUES)]
+    assert paired_speedup(ratios, [1.0] * MIN_INTERVAL_VALUES).low > 0
+    assert paired_speedup(ratios[:-1], [1.0] * (MIN_INTERVAL_VALUES - 1)).low == float("-inf")
+    with pytest.raises(UsageError, match="give at least --rounds 6"):      # the Python API refuses too
+        compare_applied(str(TINY), rounds=MIN_INTERVAL_VALUES - 1)

@@ -258,6 +258,13 @@ def test_the_readme_links_every_doc() -> None:
     assert not unlinked, f"README.md does not link: {', '.join(unlinked)}"
 
 
+def test_the_readme_stays_a_front_door() -> None:
+    """README.md says what tuner is, how to install it, the two commands, one example and the
+    commands, and links the rest: the manual lives in docs/, so the README stays short."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move the detail into docs/ and link it"
+
+
 def test_the_cli_reference_is_generated_from_the_parser() -> None:
     """docs/cli.md is what scripts/cli_reference.py renders from the CLI's own parser now, and the
     rendering names every flag of every command (so a new flag cannot be left out of the docs)."""

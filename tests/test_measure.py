@@ -58,6 +58,10 @@ def test_values_round_trip_through_json() -> None:
     assert ConfirmResult.from_json(json.loads(json.dumps(result.to_json()))) == result
     failed = ConfirmFailed(Status.TIMEOUT, "timeout: no result within 5 s")
     assert ConfirmFailed.from_json(json.loads(json.dumps(failed.to_json()))) == failed
+    stopped = ConfirmResult((_variant(DEFAULT, [1.0]),), stopped_by="x")    # a finalist raised in the rounds
+    assert ConfirmResult.from_json(json.loads(json.dumps(stopped.to_json()))) == stopped
+    crashed = ConfirmFailed(Status.CRASHED, "trial process killed by SIGABRT", variant="x")
+    assert ConfirmFailed.from_json(json.loads(json.dumps(crashed.to_json()))) == crashed
     assert speedup(_variant(DEFAULT, [2.0] * 4), _variant("x", [1.0] * 4)).median == 2.0
 
 

@@ -1,7 +1,7 @@
 """`tuner.search.run_search` from Python: the one owner of a search, without the CLI.
 
 What stops a search before any trial runs is checked here without a search; one real search
-(slow) runs the README's example and checks the events and results it hands back.
+(slow) runs the example of docs/search.md ("From Python") and checks the events and results it hands back.
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_an_older_schema_is_refused_before_any_trial(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_readme_example_searches_without_the_cli(tmp_path: Path) -> None:
+def test_the_documented_example_searches_without_the_cli(tmp_path: Path) -> None:
     shutil.copy(TINY, tmp_path / "model.py")
     settings = Settings(db_url=f"sqlite:///{tmp_path / 't.db'}", user="tester")
     options = SearchOptions(MeasureSpec(str(tmp_path / "model.py"), repeat=3), trials=3, rounds=12)

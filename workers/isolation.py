@@ -22,6 +22,7 @@ from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, Measureme
 
 STDERR_TAIL = 3000
 LOADED = "tuner: the trial process has loaded torch"    # its first stderr line (workers/trial_process.py)
+STEP_FILE = "step.txt"     # in the job's folder: what a confirmation process was doing last (trial_process.mark_step)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class NoResult:
     status: Status
     message: str
     loaded_torch: bool = True       # a trial process said it had loaded torch (`LOADED`) before it ended
+    step: str | None = None         # what it marked last in STEP_FILE (a confirmation's variant), if anything
 
 
 def _signal_name(code: int) -> str:
@@ -77,8 +79,10 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
             tail = everything[-STDERR_TAIL:]
         if code == 0 and result.exists():
             return json.loads(result.read_text())
+        step_file = Path(tmp) / STEP_FILE
         return NoResult(Status.CRASHED, f"trial process {_death(code)} before reporting a result\n{tail}",
-                        loaded_torch=LOADED in everything)
+                        loaded_torch=LOADED in everything,
+                        step=(step_file.read_text() or None) if step_file.exists() else None)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -111,5 +115,5 @@ def confirm_isolated(request: ConfirmRequest, *, scratch: str | None = None,
     """Run one confirmation in its own process, within `request.timeout_s`."""
     data = run_job("confirm", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env)
     if isinstance(data, NoResult):
-        return ConfirmFailed(data.status, data.message)
+        return ConfirmFailed(data.status, data.message, variant=data.step)
     return ConfirmResult.from_json(data)

@@ -30,6 +30,16 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def mark_step(label: str) -> None:
+    """Leave the label of the variant a confirmation is about to prepare or time in STEP_FILE, in
+    the job's folder (the working directory), where the parent reads it if this process dies
+    (workers/isolation.py). A death mid-write leaves it empty: no variant named."""
+    from tuner.workers.isolation import STEP_FILE
+
+    with open(STEP_FILE, "w") as handle:
+        handle.write(label)
+
+
 def run_trial_job(payload: dict) -> dict:
     """Run one trial under its spec's memory cap, set before torch loads so that the cap covers
     everything the process holds; the Measurement as JSON."""
@@ -69,7 +79,7 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
         elif job["kind"] == "confirm":
             from tuner.measure import run_confirmation
             from tuner.trial import ConfirmRequest
-            result = run_confirmation(ConfirmRequest.from_json(job["request"])).to_json()
+            result = run_confirmation(ConfirmRequest.from_json(job["request"]), mark=mark_step).to_json()
         else:
             raise SystemExit(f"unknown job kind {job['kind']!r}")
     tmp = Path(result_path + ".tmp")

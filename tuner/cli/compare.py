@@ -16,8 +16,8 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.common import add_command, add_db_option, format_table
-from tuner.errors import UsageError
 from tuner.settings import Settings
+from tuner.trial import MIN_INTERVAL_VALUES
 
 if TYPE_CHECKING:
     from tuner.report import Comparison
@@ -35,7 +35,8 @@ def add_compare_parser(subparsers: Any) -> None:
     p.add_argument("model", help="Python file defining get_model() and get_inputs()")
     add_db_option(p)
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                   help=f"paired rounds, each path timed once per round (default {DEFAULT_ROUNDS})")
+                   help=f"paired rounds, each path timed once per round; at least {MIN_INTERVAL_VALUES}, the fewest that give a 95%% "
+                        f"interval (default {DEFAULT_ROUNDS})")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (part of a CPU platform: the search's --threads; default: torch's)")
     p.add_argument("--seed", type=int, default=0, help="seed of get_model() and get_inputs() (default 0)")
@@ -43,12 +44,11 @@ def add_compare_parser(subparsers: Any) -> None:
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.lookup import reset_process_lookup
-    from tuner.report import compare_applied
+    from tuner.report import check_rounds, compare_applied
     from tuner.search import prepare_target
     from tuner.storage import Store
 
-    if args.rounds < 2:
-        raise UsageError(f"--rounds {args.rounds} is too few to pair; give at least 2 (default {DEFAULT_ROUNDS})")
+    check_rounds(args.rounds)
     target = prepare_target(args.model, threads=args.threads or settings.threads or None, seed=args.seed)
     with Store.open(settings.db_url, readonly=True) as store:
         bests = store.workload_best(target.workload.key, target.platform.key)

@@ -24,7 +24,7 @@ def add_search_parser(subparsers: Any) -> None:
                         "file defines get_loss(model, inputs), optionally get_optimizer(model))")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--sampler", default="tpe", metavar="NAME",
-                   help="tpe (default), gp, cmaes, qmc, random, or grid (finite spaces only); see the README")
+                   help="tpe (default), gp, cmaes, qmc, random, or grid (finite spaces only); see docs/search.md")
     s.add_argument("--pruner", default="median",
                    help="stop clearly slow trials early: median (default), percentile (only the slowest quarter) "
                         "or none")

@@ -2,25 +2,39 @@
 interleaved and paired (the request and result values are `tuner.trial`'s)."""
 from __future__ import annotations
 
+from typing import Callable
+
 from tuner.trial import ConfirmRequest, ConfirmResult, Status, VariantResult
 
 __all__ = ["run_confirmation"]
 
 
-def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
+def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | None = None) -> ConfirmResult:
     """Trial-process side: get each variant ready in a fresh model copy, then interleave rounds.
 
     Each variant goes through `tuner.measure.prepare`, as a trial does, in the order
     `request.rng("compile")` shuffles. One that fails to compile, or whose output differs from
-    eager, is reported with its status and takes no part in the rounds. The rounds follow
+    eager, is reported as WRONG_RESULT and takes no part in the rounds. The rounds follow
     `request.plan()`: the spec's warm-up, and in train mode as many optimizer steps per sample
-    for every variant.
+    for every variant. A variant that fails to compile or run, while prepared or during the
+    rounds, stops the run there: it is reported with its status and named in `stopped_by`, and
+    every other variant is CANCELLED, to be measured in a fresh process (`tuner.search.confirming`).
+
+    `mark` is told the label of the variant about to be prepared or timed, outside the timed
+    calls (`workers/trial_process.py` keeps it where a process that dies leaves it behind).
     """
     import torch
 
-    from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, prepare
+    from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, error_headline, prepare
     from tuner.measure.node_lock import measure_lock
     from tuner.trial import interleaved_rounds
+
+    current = [""]
+
+    def note(label: str) -> None:
+        current[0] = label
+        if mark is not None:
+            mark(label)
 
     threads = apply_threads(request.spec)
     allow_variants(len(request.variants))
@@ -28,7 +42,12 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     # Compiled in an order of this run's own (ConfirmRequest.rng): autotune picks, memory layout and
     # what one compile sets up for the next are not shared between the run that chooses and the one that claims.
     for label, params in request.rng("compile").sample(list(request.variants), len(request.variants)):
-        prepared[label] = prepare(request.spec, params)
+        note(label)
+        prepared[label] = runner = prepare(request.spec, params)
+        if isinstance(runner, Rejected) and runner.status is not Status.WRONG_RESULT:
+            # A compile or call that failed may leave this process unsound (an asynchronous CUDA error
+            # poisons the device for every later call): the others are measured in a fresh one.
+            return _stopped(request, label, VariantResult(label, runner.status, error=runner.headline), threads)
     runners: dict[str, Runner] = {}
     results: dict[str, VariantResult] = {}
     for label, _ in request.variants:        # the request's order again: the first is the rounds' baseline
@@ -40,8 +59,18 @@ def run_confirmation(request: ConfirmRequest) -> ConfirmResult:
     rounds: dict[str, list[float]] = {label: [] for label in runners}
     if runners:
         with torch.no_grad(), measure_lock(next(iter(runners.values())).device):
-            rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
-                                        rng=request.rng("rounds"))
+            try:
+                rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
+                                            rng=request.rng("rounds"), on_variant=note)
+            except Exception as exc:  # a finalist that fails while timed is a value, as trials' failures are
+                failed = VariantResult(current[0], Status.RUNTIME_ERROR, error=error_headline(exc))
+                return _stopped(request, current[0], failed, threads)
     for label, runner in runners.items():
         results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
     return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)
+
+
+def _stopped(request: ConfirmRequest, label: str, failed: VariantResult, threads: int) -> ConfirmResult:
+    """The run cut short by `label`'s failure: it as `failed`, every other variant CANCELLED (no rounds)."""
+    return ConfirmResult(variants=tuple(failed if other == label else VariantResult(other, Status.CANCELLED)
+                                        for other, _ in request.variants), threads=threads, stopped_by=label)

@@ -9,12 +9,12 @@ config against the default compile, `write_report` draws the figures and writes 
 """
 from typing import Any
 
-from tuner.report.applied import AppliedPath, Comparison, compare_applied
+from tuner.report.applied import AppliedPath, Comparison, check_rounds, compare_applied
 from tuner.report.data import ReportData, load_report_data
 from tuner.report.page import Written, write_report
 from tuner.report.profile import ProfileResult, profile_best
 
-__all__ = ["AppliedPath", "Comparison", "ProfileResult", "ReportData", "Written", "compare_applied",
+__all__ = ["AppliedPath", "Comparison", "ProfileResult", "ReportData", "Written", "check_rounds", "compare_applied",
            "load_report_data", "optuna_study", "profile_best", "write_report"]
 
 

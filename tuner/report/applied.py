@@ -22,9 +22,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tuner.trial import RoundPlan, Speedup, paired_speedup
+from tuner.errors import UsageError
+from tuner.trial import MIN_INTERVAL_VALUES, RoundPlan, Speedup, paired_speedup
 
-__all__ = ["AppliedPath", "Comparison", "EAGER", "DEFAULT", "BACKEND", "TUNER_COMPILE", "compare_applied"]
+__all__ = ["AppliedPath", "Comparison", "EAGER", "DEFAULT", "BACKEND", "TUNER_COMPILE", "check_rounds",
+           "compare_applied"]
 
 EAGER = "eager (not compiled)"
 DEFAULT = "torch.compile (Inductor's defaults)"
@@ -84,14 +86,25 @@ class _Ready:
     device: str
 
 
+def check_rounds(rounds: int) -> None:
+    """Raise UsageError unless `rounds` paired rounds can give a 95% interval. Every round is one
+    ratio of each speedup (none is held out), and below MIN_INTERVAL_VALUES ratios the interval is
+    unbounded (`tuner.trial.stats.median_interval`): a table of [-inf, inf] would compare nothing."""
+    if rounds < MIN_INTERVAL_VALUES:
+        raise UsageError(f"--rounds {rounds} is too few for a 95% interval (each speedup is the median of "
+                         f"{rounds} paired ratios); give at least --rounds {MIN_INTERVAL_VALUES}")
+
+
 def compare_applied(model_path: str, *, rounds: int, seed: int = 0) -> Comparison:
     """Compile `model_path` each way (module docstring) in this process and time the paths.
 
     The caller has set torch's thread count and pointed the process-wide lookup at its database
     (`tuner.lookup.reset_process_lookup`); `backend="tuner"` and `tuner.compile` both read it.
+    Too few `rounds` for an interval raise UsageError (`check_rounds`), before anything loads.
     A broken model file raises ModelFileError; a path whose compile or first calls raise, or
     whose output differs from eager, is an `AppliedPath` with its `problem`, not an exception.
     """
+    check_rounds(rounds)
     import torch
 
     import tuner

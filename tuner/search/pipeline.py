@@ -17,6 +17,7 @@ from typing import Any, Mapping, Protocol
 from tuner.errors import ModelFileError, TunerError, UsageError
 from tuner.kernels import KernelLaunch, discover_kernels
 from tuner.platform import Platform
+from tuner.search.confirming import confirm_through, failure_line
 from tuner.search.driver import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
 from tuner.search.objectives import LATENCY_ONLY, front_finalists
 from tuner.search.verdict import Verdict, best_configs, conclude, pick_finalists
@@ -264,11 +265,10 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
 
 
 def _confirm(executor: Executor, request: ConfirmRequest) -> ConfirmResult:
-    """One confirmation run on `executor`; TunerError (naming --resume) when it failed."""
-    confirmed = executor.run_confirmation(request)
+    """One confirmation on `executor`, measured again without a finalist that crashed it
+    (`confirm_through`); TunerError (naming --resume) when it failed for another reason."""
+    confirmed = confirm_through(executor.run_confirmation, request)
     if isinstance(confirmed, ConfirmFailed):
-        lines = confirmed.error.strip().splitlines()
-        cause = lines[0] + (f" ({lines[-1].strip()})" if len(lines) > 1 else "")
-        raise TunerError(f"confirmation run failed: {cause}; the trials are stored; "
+        raise TunerError(f"confirmation run failed: {failure_line(confirmed.error)}; the trials are stored; "
                          f"rerun with --resume to try again")
     return confirmed

@@ -90,41 +90,50 @@ class VariantResult:
 
 @dataclass(frozen=True)
 class ConfirmResult:
-    """What a confirmation run measured: one VariantResult per variant, in the request's order."""
+    """What a confirmation run measured: one VariantResult per variant, in the request's order.
+
+    `stopped_by` names the variant whose compile or call failed (its VariantResult says how): the
+    run stopped there, every other variant is CANCELLED with no rounds, and the driver measures
+    those again in a fresh process (`tuner.search.confirming`)."""
 
     variants: tuple[VariantResult, ...] = field(default=())
     error: str | None = None
     threads: int | None = None        # torch's thread count in the confirmation process
+    stopped_by: str | None = None
 
     def get(self, label: str) -> VariantResult | None:
         return next((v for v in self.variants if v.label == label), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"error": self.error, "threads": self.threads,
+        return {"error": self.error, "threads": self.threads, "stopped_by": self.stopped_by,
                 "variants": [{**asdict(v), "status": v.status.value, "round_ms": list(v.round_ms)}
                              for v in self.variants]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ConfirmResult":
-        return cls(error=data.get("error"), threads=data.get("threads"), variants=tuple(
-            VariantResult(label=v["label"], status=Status(v["status"]), compile_s=v["compile_s"],
-                          round_ms=tuple(v["round_ms"]), error=v["error"]) for v in data["variants"]))
+        variants = tuple(VariantResult(label=v["label"], status=Status(v["status"]), compile_s=v["compile_s"],
+                                       round_ms=tuple(v["round_ms"]), error=v["error"]) for v in data["variants"])
+        return cls(variants=variants, error=data.get("error"), threads=data.get("threads"),
+                   stopped_by=data.get("stopped_by"))
 
 
 @dataclass(frozen=True)
 class ConfirmFailed:
     """No confirmation result at all: the run passed its deadline (TIMEOUT), its process or Ray
-    task died (CRASHED), or the executor cannot confirm (RUNTIME_ERROR). `error` says why, headline first."""
+    task died (CRASHED), or the executor cannot confirm (RUNTIME_ERROR). `error` says why, headline
+    first. `variant` is the label the process was preparing or timing when it died (None: unknown,
+    or it died outside every variant)."""
 
     status: Status
     error: str
+    variant: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status.value, "error": self.error}
+        return {"status": self.status.value, "error": self.error, "variant": self.variant}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ConfirmFailed":
-        return cls(status=Status(data["status"]), error=data["error"])
+        return cls(status=Status(data["status"]), error=data["error"], variant=data.get("variant"))
 
 
 def speedup(baseline: VariantResult, variant: VariantResult) -> Speedup | None:

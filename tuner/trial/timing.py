@@ -117,16 +117,22 @@ def min_sample_s(device: str) -> float:
 
 def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseline: str, rng: random.Random,
                        should_stop: Callable[[Mapping[str, list[float]]], bool] | None = None,
-                       cuda: CudaApi | None = None) -> dict[str, list[float]]:
+                       cuda: CudaApi | None = None,
+                       on_variant: Callable[[str], None] | None = None) -> dict[str, list[float]]:
     """Per variant, its per-round latency (ms, median of the round's samples), rounds paired by index.
 
     The caller holds the node's measure lock and torch.no_grad. `baseline` names the variant
     every other is compared with for the stopping rule. `should_stop` (pruning) is called with
     the rounds so far after each round the plan would go on from (never after the last one);
     True stops the rounds there. `cuda` drives CUDA variants' clocks (default: torch.cuda).
+    `on_variant` is told each variant's label before its calibration and before each of its
+    turns, outside the timed calls (a confirmation keeps it, so a crash names its variant).
     """
-    calls = {label: calibrate(v.call, warmup=plan.warmup, sync=v.sync, min_sample_s=min_sample_s(v.device))
-             for label, v in variants.items()}
+    mark = on_variant or (lambda label: None)
+    calls = {}
+    for label, v in variants.items():
+        mark(label)
+        calls[label] = calibrate(v.call, warmup=plan.warmup, sync=v.sync, min_sample_s=min_sample_s(v.device))
     if plan.same_calls:
         calls = dict.fromkeys(calls, max(calls.values()))
     take = {label: sampler_for(v, calls[label], plan.samples_per_round, cuda) for label, v in variants.items()}
@@ -134,6 +140,7 @@ def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseli
     start = time.perf_counter()
     for n in range(1, plan.max_rounds + 1):
         for label in rng.sample(list(variants), len(variants)):
+            mark(label)
             rounds[label].append(statistics.median(take[label]()))
         if n >= plan.min_rounds and (_narrow(rounds, baseline, plan.target_width)
                                      or _spent(start, plan.budget_s)):

@@ -1,0 +1,57 @@
+"""A confirmation that outlives a crashing finalist.
+
+A finalist passed its own trial, yet its compile or a call can still kill the confirmation
+process (a segfault or an abort in generated code, an illegal address that poisons the device),
+or raise while it is timed. `confirm_through` runs the confirmation through an executor's
+`run_confirmation`; when a variant other than the default compile took the run down, it records
+that variant with its status and measures the others again in a fresh process, until a run
+finishes. It never gives up on the whole confirmation for one finalist: only a failure it
+cannot pin on such a variant (the default compile's, the process's own, a deadline) comes back.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from tuner.trial import DEFAULT, ConfirmFailed, ConfirmRequest, ConfirmResult, Status, VariantResult
+
+__all__ = ["confirm_through", "failure_line"]
+
+
+def confirm_through(run: Callable[[ConfirmRequest], ConfirmResult | ConfirmFailed],
+                    request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
+    """`run(request)`, again without each variant that crashed it or stopped its rounds.
+
+    The result holds every variant of `request` in its order: the ones dropped with how they
+    failed (no rounds), the rest as the last, complete run measured them side by side. A
+    ConfirmFailed comes back as it is when its process died outside every variant, in the
+    default compile, or past its deadline. At most one run per variant.
+    """
+    dropped: dict[str, VariantResult] = {}
+    while True:
+        remaining = tuple(v for v in request.variants if v[0] not in dropped)
+        outcome = run(replace(request, variants=remaining))
+        culprit = _culprit(outcome, {label for label, _ in remaining})
+        if culprit is None:
+            if isinstance(outcome, ConfirmFailed):
+                return outcome
+            merged = {v.label: v for v in outcome.variants} | dropped
+            return replace(outcome, variants=tuple(merged[label] for label, _ in request.variants))
+        dropped[culprit.label] = culprit
+
+
+def _culprit(outcome: ConfirmResult | ConfirmFailed, labels: set[str]) -> VariantResult | None:
+    """The variant to drop and measure the others without (None: the outcome stands)."""
+    if isinstance(outcome, ConfirmFailed):
+        if outcome.variant in labels - {DEFAULT} and outcome.status is Status.CRASHED:
+            return VariantResult(outcome.variant, outcome.status, error=failure_line(outcome.error))
+        return None
+    if outcome.stopped_by in labels - {DEFAULT}:
+        return outcome.get(outcome.stopped_by)
+    return None
+
+
+def failure_line(error: str) -> str:
+    """One line for a failed confirmation process: its headline, and the last line it wrote."""
+    lines = error.strip().splitlines()
+    return lines[0] + (f" ({lines[-1].strip()})" if len(lines) > 1 else "")
