@@ -96,8 +96,8 @@ def verdict_lines(verdict: Verdict) -> list[str]:
         alt = ("eager (runs uncompiled)" if verdict.unfrozen_eager else verdict.unfrozen.candidate.label()
                if not verdict.unfrozen.candidate.is_default else "Inductor's defaults")
         figure = f", {verdict.unfrozen_claim.text()}" if verdict.unfrozen_claim else ""
-        lines.append(f"freezing needs tuner.compile(model); backend=\"tuner\" applies the best config measured "
-                     f"without it: {alt}{figure}")
+        lines.append(f"freezing applies to inference (calls under torch.no_grad(), frozen at the first); a "
+                     f"compile with grad enabled gets the best config measured without it: {alt}{figure}")
     eager = verdict.over_eager
     lines.append(f"floor: never slower than the default compile, and {eager.text() if eager else '-'} over eager")
     return lines
