@@ -123,3 +123,36 @@ def test_an_in_place_kernel_mutates_its_input_inside_the_graph(interpreted: str)
     acc, x = torch.zeros(200), torch.randn(200)
     total = torch.compile(step, fullgraph=True)(acc, x)
     assert torch.allclose(acc, x * 3) and torch.allclose(total, (x * 3).sum(), atol=1e-4)
+
+
+def test_the_gpu_path_prunes_db_first_as_dynamo_traces_it(interpreted: str) -> None:
+    """Where Dynamo's Triton support is on (a GPU), Dynamo traces the kernel's
+    `early_config_prune` through `TritonHOPifier.do_prune_configs` and hands Inductor the
+    configs it returns. The narrowest stand-in here: that same function, traced by Dynamo
+    (fullgraph) with the launch's named arguments, as `triton_kernel_wrap` calls it."""
+    from torch._higher_order_ops.triton_kernel_wrap import TritonHOPifier
+
+    bench = CountingBench()
+    kernel = make_scale_kernel(bench)
+
+    def pruned(x: torch.Tensor, out: torch.Tensor, n: int) -> Any:
+        named = {"dst": out, "src": x, "bias": None, "N": n, "alpha": 0.5, "DTYPE": tl.float32}
+        got = TritonHOPifier.do_prune_configs(kernel, kernel.early_config_prune, kernel.perf_model,
+                                              kernel.configs_top_k, kernel.configs, named, {"FLAG": True})
+        return x + 1, [c.kwargs["BLOCK_SIZE"] for c in got]
+
+    x, out = torch.randn(100), torch.empty(100)
+    assert torch.compile(pruned, fullgraph=True, backend="eager")(x, out, 100)[1] == [32, 64]   # a miss: all
+    forward(kernel)(x)                                          # an eager launch tunes and stores
+    best = kernel.best_config.kwargs["BLOCK_SIZE"]
+    torch._dynamo.reset()
+    assert bench.calls == 2
+    assert torch.compile(pruned, fullgraph=True, backend="eager")(x, out, 100)[1] == [best]    # a hit: alone
+    torch._dynamo.reset()
+    assert torch.compile(pruned, fullgraph=True, backend="eager")(x, out, 300)[1] == [32, 64]  # another key
+    torch._dynamo.reset()
+    symbolic = torch.compile(pruned, fullgraph=True, backend="eager", dynamic=True)
+    assert symbolic(x, out, 100)[1] == [best]           # a symbolic key value is specialised
+    assert symbolic(x, out, 300)[1] == [32, 64]
+    kernel.nargs = {"N": 100}
+    assert len(kernel.prune_configs({})) == 2           # outside a compile: the user's pruning only

@@ -10,7 +10,8 @@ subclass of Triton's `Autotuner`, loads with it).
 """
 from typing import TYPE_CHECKING, Any
 
-from tuner.kernels.autotuner import autotune, untuned_launches
+from tuner.kernels.autotuner import autotune
+from tuner.kernels.options import untuned_launches
 from tuner.kernels.database import KernelDatabase, KernelWarning, search_database, warn_once
 from tuner.kernels.discovery import KernelLaunch, describe_launch, discover_kernels
 from tuner.kernels.search import KernelChoice

@@ -16,57 +16,20 @@ its first config instead: nothing is read, timed, stored or remembered.
 """
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UsageError
 from tuner.kernels.bench import Timer
 from tuner.kernels.declare import check_callables, check_names, declare_configs
 from tuner.kernels.key import python_function
+from tuner.kernels.options import TunerOptions
 from tuner.kernels.space import Constraint
 
 if TYPE_CHECKING:
     from tuner.kernels.tuned import AutotunedKernel
 
-__all__ = ["TunerOptions", "autotune", "untuned_launches", "untuned_depth"]
-
-_untuned = [0]      # open untuned_launches() contexts, process-wide
-_untuned_lock = threading.Lock()
-
-
-@contextmanager
-def untuned_launches() -> Iterator[None]:
-    """While open, a launch whose key has no choice yet runs the kernel's first config, and
-    chooses nothing: for runs whose dtypes or shapes the user never launches (the gate's
-    float64 reference), which must not search, store or log a config. Process-wide."""
-    with _untuned_lock:
-        _untuned[0] += 1
-    try:
-        yield
-    finally:
-        with _untuned_lock:
-            _untuned[0] -= 1
-
-
-def untuned_depth() -> int:
-    """How many `untuned_launches()` contexts are open (0: launches tune as usual)."""
-    return _untuned[0]
-
-
-@dataclass(frozen=True)
-class TunerOptions:
-    """What tuner adds to Triton's arguments: the search budget (None: every config of a
-    list, 64 of a space), a tuner timer, the database URL, and whether the configs came
-    from a space."""
-
-    max_trials: int | None = None
-    timer: Timer | None = None
-    db: str | None = None
-    cache_results: bool = False
-
+__all__ = ["autotune"]
 
 def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | None = None,
              prune_configs_by: Mapping[str, Any] | None = None, reset_to_zero: Sequence[str] | None = None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["launch_in_graph", "register"]
+__all__ = ["kernel_at", "launch_in_graph", "register"]
 
 _kernels: list[Any] = []            # AutotunedKernel by index: the op's first argument
 _lock = threading.Lock()
@@ -34,6 +34,11 @@ def register(kernel: Any) -> int:
             _op.append(_define())
         _kernels.append(kernel)
         return len(_kernels) - 1
+
+
+def kernel_at(index: int) -> Any:
+    """The kernel registered under `index`."""
+    return _kernels[index]
 
 
 def _define() -> Any:

@@ -23,11 +23,12 @@ from triton.runtime.autotuner import Autotuner
 
 from tuner.errors import TunerError, UsageError
 from tuner.kernels import graph_op
-from tuner.kernels.autotuner import TunerOptions, untuned_depth
+from tuner.kernels.options import TunerOptions, untuned_depth
 from tuner.kernels.bench import DoBenchTimer, Timer, WallClockTimer, benchmark
 from tuner.kernels.database import KernelDatabase, warn_once
 from tuner.kernels.declare import Declared, ident, stored_form
 from tuner.kernels.discovery import note_launch
+from tuner.kernels.dynamo_prune import db_first_prune
 from tuner.kernels.key import KernelSignature, is_tensor, kernel_key, python_function, signature_of, source_hash
 from tuner.kernels.search import DEFAULT_MAX_TRIALS, KernelChoice, KernelSearch, search_configs
 from tuner.kernels.space import Config, space_hash
@@ -66,6 +67,9 @@ class AutotunedKernel(Autotuner):
         self.best_config: Any = None      # the triton.Config of the latest launch
         self.__name__ = python_function(fn).__name__
         self.graph_index = graph_op.register(self)
+        # DB-first under Dynamo's Triton support (a GPU): see tuner.kernels.dynamo_prune.
+        self.user_early_config_prune = self.early_config_prune
+        self.early_config_prune = db_first_prune(self.graph_index, key, self.arg_names, self.early_config_prune)
 
     def __repr__(self) -> str:
         return f"<tuner.autotune kernel {self.__name__}: {len(self.configs)} configs>"
@@ -130,9 +134,7 @@ class AutotunedKernel(Autotuner):
         """The only config left by pruning; a stored config on a hit; otherwise a search's winner."""
         from tuner.platform import current_platform
 
-        if self._source is None:
-            self._source = source_hash(self.fn)
-        key = kernel_key(self._source, space_hash(self.declared.stored), signature)
+        key = self._kernel_key(signature)
         self.nargs = nargs
         try:
             pruned = list(self.prune_configs(kwargs))
@@ -171,6 +173,38 @@ class AutotunedKernel(Autotuner):
         choice = KernelChoice(key, signature, best.config, "search", saved, best.measurement.latency_ms,
                               len(search.trials), search)
         return choice, winner
+
+    def stored_launches(self, device: str, dtypes: tuple[tuple[str, Any], ...],
+                        statics: tuple[tuple[int, Any], ...]) -> tuple[tuple[tuple[Any, ...], Any], ...]:
+        """For `dynamo_prune`, at trace time: the configs stored for this kernel on `device`'s
+        platform under these tensor dtypes and these non-numeric key values (by position), as
+        (the key values, each number as stored and each tensor key as its shape; the launch
+        values of the config). Rows of other kernels, sources or configs are left out."""
+        from tuner.platform import current_platform
+
+        wanted_dtypes = tuple((name, str(dtype)) for name, dtype in dtypes)
+        statics_as_key = {i: signature_of({"v": v}, ["v"], []).key_args[0][1] for i, v in statics}
+        found = []
+        for row in self._db.find_all(current_platform(device).key, self.__name__[:255]):
+            stored_args = dict(row.key_args)
+            if any(k not in stored_args for k in self.keys):
+                continue
+            signature = KernelSignature(tuple((k, stored_args[k]) for k in self.keys), wanted_dtypes)
+            if self._kernel_key(signature) != row.kernel_key:
+                continue            # another source, config list, or dtypes
+            values = [v for _, v in signature.key_args]
+            if any(values[i] != v for i, v in statics_as_key.items()):
+                continue
+            launch = next((tuple(c.all_kwargs().items()) for c in self.configs
+                           if ident(self.stored_form(c)) == ident(row.config_dict())), None)
+            if launch is not None:
+                found.append((tuple(_shape_of(v) for v in values), launch))
+        return tuple(found)
+
+    def _kernel_key(self, signature: KernelSignature) -> str:
+        if self._source is None:
+            self._source = source_hash(self.fn)
+        return kernel_key(self._source, space_hash(self.declared.stored), signature)
 
     def _kernel_call(self, config: Any, nargs: dict[str, Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
@@ -229,6 +263,14 @@ class AutotunedKernel(Autotuner):
                                        "by the wall clock of the interpreter, which ranks nothing real; "
                                        "pass do_bench= or timer= to choose by another measure")
         return WallClockTimer()
+
+
+def _shape_of(value: Any) -> Any:
+    """A stored key value as traced code compares it: a tensor key ("shape(4, 8)") as a tuple."""
+    if isinstance(value, str) and value.startswith("shape("):
+        inner = value[len("shape("):-1].strip().rstrip(",")
+        return tuple(int(p) for p in inner.split(",")) if inner else ()
+    return value
 
 
 def _device_of(named: dict[str, Any]) -> str:
