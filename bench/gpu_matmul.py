@@ -155,7 +155,7 @@ def first_process(db_url: str, *, smoke: bool, bench_ms: Callable[[Callable[[], 
     device = "cpu" if smoke else "cuda"
     tuned = make_tuned(db_url, smoke=smoke)
     baseline = make_baseline(tuned, cache_results=not smoke)     # it caches for the second process
-    print(f"  space: {tuned.space.size} combinations, {len(tuned.configs())} after the constraint")
+    print(f"  configs: {len(tuned.configs)} after the constraint")
     rows = []
     for shape in SMOKE_SHAPES if smoke else GPU_SHAPES:
         a, b, c = operands(shape, device)

@@ -156,3 +156,23 @@ def test_the_gpu_path_prunes_db_first_as_dynamo_traces_it(interpreted: str) -> N
     assert symbolic(x, out, 300)[1] == [32, 64]
     kernel.nargs = {"N": 100}
     assert len(kernel.prune_configs({})) == 2           # outside a compile: the user's pruning only
+
+
+def test_a_gpu_miss_of_an_in_place_kernel_hands_inductor_one_config(interpreted: str) -> None:
+    """Dynamo rebuilds the pruned kernel without restore_value: on a miss, no benchmarking."""
+    from torch._higher_order_ops.triton_kernel_wrap import TritonHOPifier
+
+    configs = [triton.Config(kwargs={"BLOCK_SIZE": 32}), triton.Config(kwargs={"BLOCK_SIZE": 64})]
+
+    @tuner.autotune(configs=configs, key=["N"], restore_value=["acc"])
+    @triton.jit
+    def accumulate(acc, x, N, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        tl.store(acc + offsets, tl.load(acc + offsets) + tl.load(x + offsets))
+
+    def pruned(acc: torch.Tensor, n: int) -> Any:
+        got = TritonHOPifier.do_prune_configs(accumulate, accumulate.early_config_prune, None, 1.0,
+                                              accumulate.configs, {"acc": acc, "x": acc, "N": n}, {})
+        return acc + 1, [c.kwargs["BLOCK_SIZE"] for c in got]
+
+    assert torch.compile(pruned, fullgraph=True, backend="eager")(torch.zeros(64), 64)[1] == [32]

@@ -18,7 +18,9 @@ kernel's `early_config_prune` is this module's function, run in three steps:
 3. a hit among the configs returns that one config: Inductor launches it without
    benchmarking. A miss or an unusable database returns the configs as they are, and
    Inductor autotunes them at run time as it does for `@triton.autotune` (not stored: the
-   eager launches, `tuner search` among them, store winners).
+   eager launches, `tuner search` among them, store winners). A kernel with `restore_value`
+   or `reset_to_zero` gets its first config instead on a miss: the kernel Dynamo rebuilds
+   from the pruned configs has neither, so Inductor's benchmarks would corrupt its outputs.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ __all__ = ["db_first_prune", "stored_launches"]
 
 
 def db_first_prune(index: int, keys: Sequence[str], params: Sequence[str],
-                   user_prune: Callable[..., Any] | None) -> Callable[..., Any]:
-    """The `early_config_prune` of kernel `index` (closing over constants only: Dynamo traces it)."""
+                   user_prune: Callable[..., Any] | None, *, restores: bool) -> Callable[..., Any]:
+    """The `early_config_prune` of kernel `index` (closing over constants only: Dynamo traces it).
+    `restores`: the kernel has `restore_value` or `reset_to_zero` arguments."""
     import torch
     from torch._dynamo import assume_constant_result
 
@@ -71,7 +74,9 @@ def db_first_prune(index: int, keys: Sequence[str], params: Sequence[str],
                     kw = config.all_kwargs()
                     if len(kw) == len(launch) and all(kw.get(k) == v for k, v in launch):
                         return [config]
-        return configs
+        # Dynamo rebuilds the pruned kernel as triton.autotune(configs, key=[]), without
+        # restore_value or reset_to_zero: Inductor would benchmark an in-place kernel unguarded.
+        return configs[:1] if restores else configs
 
     return early_config_prune
 

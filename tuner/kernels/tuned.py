@@ -69,7 +69,8 @@ class AutotunedKernel(Autotuner):
         self.graph_index = graph_op.register(self)
         # DB-first under Dynamo's Triton support (a GPU): see tuner.kernels.dynamo_prune.
         self.user_early_config_prune = self.early_config_prune
-        self.early_config_prune = db_first_prune(self.graph_index, key, self.arg_names, self.early_config_prune)
+        self.early_config_prune = db_first_prune(self.graph_index, key, self.arg_names, self.early_config_prune,
+                                                 restores=bool(self.restore_value or self.reset_to_zero))
 
     def __repr__(self) -> str:
         return f"<tuner.autotune kernel {self.__name__}: {len(self.configs)} configs>"
