@@ -27,10 +27,13 @@ Sections, each caught on its own so one failure keeps the rest:
   e. measurement (issue 24, bench/gpu_measure.py): CUDA events around back-to-back calls against
      the wall clock, the model file's GPU, an asynchronous error at the first call, cudagraph
      replays compared, the gate under cuDNN's TF32 with freezing, the candidate's own memory;
-  l. the measure locks: one timed section per GPU at once, one at a time on a GPU (bench/gpu_locks.py).
+  l. the measure locks: one timed section per GPU at once, one at a time on a GPU (bench/gpu_locks.py);
+  k. a `tuner.autotune` kernel inside `torch.compile(fullgraph=True)`, in fresh processes after
+     an eager tuning: graphs, graph breaks, configs handed to Inductor (1: a database hit) and
+     benchmarks, against the same kernel under `@triton.autotune` (bench/gpu_compile_kernels.py).
 Then a table: section, status, key figures. Everything printed also goes to
 $OUT/gpu_check.txt when OUT is set (with the three SQLite databases). Budget: --budget
-seconds in all (default 480; give the device command about 560 s); the sections run l, e, c, b, a, d
+seconds in all (default 480; give the device command about 560 s); the sections run l, k, e, c, b, a, d
 and `tuner search` is stopped when the budget runs out (rerun it alone: --sections d).
 `--smoke` runs the same code on CPU at toy sizes (Triton's interpreter): a plumbing check.
 """
@@ -54,7 +57,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = "abcdel"
+SECTIONS = "abcdekl"
 
 GPU_SEARCH = ["--trials", "8", "--repeat", "10", "--rounds", "12", "--timeout", "240"]
 SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "12", "--timeout", "120"]
@@ -353,14 +356,15 @@ SECTION_FNS: dict[str, tuple[str, Callable[[Check], list[str]], float]] = {
     "d": ("d. tuner search + best", section_search, 120.0),
     "e": ("e. measurement (issue 24)", lambda check: bench_module("gpu_measure").section_cuda_measure(check), 60.0),
     "l": ("l. a measure lock per GPU", lambda check: bench_module("gpu_locks").section_locks(check), 15.0),
+    "k": ("k. tuner.autotune compiled", lambda check: bench_module("gpu_compile_kernels").section_compile(check), 60.0),
 }
-ORDER = "lecbad"    # the quick ones first: d stops when the budget runs out, the others would be lost
+ORDER = "lkecbad"    # the quick ones first: d stops when the budget runs out, the others would be lost
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One-shot GPU check of tuner (issue 11); see the module docstring.")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole check (default 480)")
-    parser.add_argument("--sections", default=SECTIONS, help="which of a, b, c, d, e, l to run (default abcdel)")
+    parser.add_argument("--sections", default=SECTIONS, help="which of a, b, c, d, e, k, l to run (default abcdekl)")
     parser.add_argument("--smoke", action="store_true", help="CPU, toy sizes, Triton's interpreter: plumbing only")
     args = parser.parse_args(argv)
     start = time.monotonic()

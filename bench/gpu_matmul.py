@@ -110,7 +110,7 @@ def make_baseline(tuned: Any, *, cache_results: bool) -> Any:
     """A `triton.autotune` kernel over the same configs. `cache_results` turns on Triton's own
     opt-in disk cache of autotuning timings (in TRITON_CACHE_DIR; off by default)."""
     extra = {"cache_results": True} if cache_results and CAN_CACHE else {}
-    return triton.autotune(configs=tuned.triton_configs(), key=["M", "N", "K"], **extra)(matmul_triton)
+    return triton.autotune(configs=list(tuned.configs), key=["M", "N", "K"], **extra)(matmul_triton)
 
 
 def launch(kernel: Any, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -155,7 +155,7 @@ def first_process(db_url: str, *, smoke: bool, bench_ms: Callable[[Callable[[], 
     device = "cpu" if smoke else "cuda"
     tuned = make_tuned(db_url, smoke=smoke)
     baseline = make_baseline(tuned, cache_results=not smoke)     # it caches for the second process
-    print(f"  space: {tuned.space.size} combinations, {len(tuned.configs())} after the constraint")
+    print(f"  configs: {len(tuned.configs)} after the constraint")
     rows = []
     for shape in SMOKE_SHAPES if smoke else GPU_SHAPES:
         a, b, c = operands(shape, device)
@@ -163,7 +163,7 @@ def first_process(db_url: str, *, smoke: bool, bench_ms: Callable[[Callable[[], 
         row: dict[str, Any] = {"shape": "x".join(map(str, shape))}
         row["tuner_tune_s"] = timed_first(partial(launch, tuned, a, b, c), sync)
         choice = tuned.choices()[-1]        # the key launched last: this shape's
-        row.update(tuner_config=tuned.best_config, tuner_tried=choice.configs_tried, stored=choice.stored,
+        row.update(tuner_config=tuned.stored_form(tuned.best_config), tuner_tried=choice.configs_tried, stored=choice.stored,
                    tuner_err=rel_error(c, a, b))
         c2 = torch.empty_like(c)
         if smoke:

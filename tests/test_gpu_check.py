@@ -58,6 +58,16 @@ def test_the_gpu_check_runs_its_measurement_section_in_smoke_mode(tmp_path: Path
     assert "e1 clock: skipped on CPU" in report and "e6 memory: the frozen candidate's own" in report
 
 
+@pytest.mark.slow
+def test_the_gpu_check_runs_its_compile_section_in_smoke_mode(tmp_path: Path) -> None:
+    """A tuned kernel inside torch.compile(fullgraph=True) in a fresh process: one graph, no
+    break, no benchmark (the eager process before it tuned and stored)."""
+    _, report, summary = run_smoke(tmp_path, "k", 300)
+    assert "k. tuner.autotune compiled   ok" in summary, summary
+    assert "tuner: 1 graph, 0 breaks" in summary and "0 tuner benchmarks" in summary, summary
+    assert '"origin": "search", "stored": true' in report
+
+
 def test_the_gpu_check_runs_its_lock_section_in_smoke_mode(tmp_path: Path) -> None:
     """Two stand-in GPUs time at once; two sections on one of them take turns."""
     _, _, summary = run_smoke(tmp_path, "l", 120)

@@ -65,7 +65,7 @@ def test_discovery_points_kernels_at_the_search_database_and_logs_each_key(
     assert stored_names(searched) == ["add_kernel", "add_kernel"] and stored_names(pinned) == ["accumulate_kernel"]
     assert not elsewhere.exists()
     line = describe_launch(launches[0])
-    assert line.startswith("add_kernel (n=100; float32,float32,float32): BLOCK=64, num_warps=2, searched 6 configs")
+    assert line.startswith("add_kernel (n=100; x_ptr=float32,y_ptr=float32,out_ptr=float32): BLOCK=64, num_warps=2, searched 6 configs")
     assert line.endswith(", stored")
 
     again = tuner.autotune(space=ADD_SPACE, key=["n"], timer=timer)(kernels.add_kernel)
@@ -129,7 +129,7 @@ def test_search_tunes_the_model_kernels_once_and_the_next_search_hits(tmp_path: 
     first = run_cli(*search, cwd=tmp_path, env=search_env(tmp_path, first_log))
     assert first.returncode == 0, first.stderr[-3000:]
     assert kernel_lines(first.stderr) == [
-        ("kernel: shift_kernel (n=256; float32,float32,float32): BLOCK=64, num_warps=1, "
+        ("kernel: shift_kernel (n=256; x_ptr=float32,shift_ptr=float32,out_ptr=float32): BLOCK=64, num_warps=1, "
          "searched 6 configs, 1.1 ms, stored")], first.stderr[-3000:]
     # Six benchmarks in the search process; the trial and confirmation processes hit the database.
     assert len(timer_calls(first_log)) == 6
@@ -148,7 +148,7 @@ def test_search_tunes_the_model_kernels_once_and_the_next_search_hits(tmp_path: 
     second = run_cli(*search, cwd=tmp_path, env=search_env(tmp_path, second_log))
     assert second.returncode == 0, second.stderr[-3000:]
     assert kernel_lines(second.stderr) == [
-        ("kernel: shift_kernel (n=256; float32,float32,float32): BLOCK=64, num_warps=1, "
+        ("kernel: shift_kernel (n=256; x_ptr=float32,shift_ptr=float32,out_ptr=float32): BLOCK=64, num_warps=1, "
          "database hit, nothing benchmarked")]
     assert timer_calls(second_log) == []
 
@@ -159,7 +159,7 @@ def test_a_kernel_that_cannot_be_tuned_is_reported_before_the_model_error(tmp_pa
                   cwd=tmp_path, env=search_env(tmp_path, log, KERNEL_TIMER_FAIL="1"))
     assert out.returncode != 0
     (line,) = kernel_lines(out.stderr)
-    assert line.startswith("kernel: shift_kernel (n=256; float32,float32,float32): not tuned: TunerError: "
+    assert line.startswith("kernel: shift_kernel (n=256; x_ptr=float32,shift_ptr=float32,out_ptr=float32): not tuned: TunerError: "
                            "every config of shift_kernel failed while tuning"), line
     assert "fails in eager mode" in out.stderr and len(timer_calls(log)) == 6
     assert not (tmp_path / "t.db").exists()         # nothing stored, the search stopped before its database

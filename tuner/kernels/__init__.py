@@ -5,9 +5,13 @@ reads the database (`KernelDatabase`, one `KernelWarning` per process when that 
 stored config at once, or searches the space, stores the winner and launches it (`KernelChoice`
 says which). `discover_kernels` points every kernel at a search's database and logs the keys
 launched, for `tuner search`; `untuned_launches` runs kernels untuned (the gate's float64
-reference). Triton loads only when a kernel is decorated or timed.
+reference). Triton loads only when a kernel is decorated or timed (`AutotunedKernel`, a
+subclass of Triton's `Autotuner`, loads with it).
 """
-from tuner.kernels.autotuner import AutotunedKernel, autotune, untuned_launches
+from typing import TYPE_CHECKING, Any
+
+from tuner.kernels.autotuner import autotune
+from tuner.kernels.options import untuned_launches
 from tuner.kernels.database import KernelDatabase, KernelWarning, search_database, warn_once
 from tuner.kernels.discovery import KernelLaunch, describe_launch, discover_kernels
 from tuner.kernels.search import KernelChoice
@@ -25,3 +29,14 @@ __all__ = [
     "untuned_launches",
     "warn_once",
 ]
+
+if TYPE_CHECKING:
+    from tuner.kernels.tuned import AutotunedKernel
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AutotunedKernel":     # a subclass of Triton's Autotuner: Triton loads with it
+        from tuner.kernels.tuned import AutotunedKernel
+
+        return AutotunedKernel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

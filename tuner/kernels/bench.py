@@ -1,10 +1,12 @@
 """Timing one config of a `tuner.autotune` kernel: the timers, and the measurement boundary.
 
-A timer is handed a `launch` callable (one launch of the kernel under one config, with the
-argument hooks around it) and the config, and returns how long a launch takes. On a GPU
-the default is `triton.testing.do_bench` (CUDA events). Under `TRITON_INTERPRET=1` there is
-no meaningful timer: the default there is wall-clock time of the interpreter, which ranks
-nothing real, so inject one (`tuner.autotune(..., timer=...)`) when the choice matters.
+A timer is handed a `launch` callable (one launch of the kernel under one config, with
+Triton's hooks around it: the config's `pre_hook`, the kernel's `pre_hook` and `post_hook`)
+and the config, and returns how long a launch takes. A Triton `do_bench` (`do_bench=`, or
+`warmup=`/`rep=`) is a timer through `DoBenchTimer`; on a GPU the default is the driver's
+benchmarker, as in Triton. Under `TRITON_INTERPRET=1` there is no meaningful timer: the
+default there is wall-clock time of the interpreter, which ranks nothing real, so inject one
+(`tuner.autotune(..., timer=...)` or `do_bench=`) when the choice matters.
 
 `benchmark` is the one place that turns a failing config (a compile error, out of
 resources, a crash in the launch) into a `Measurement` with a status instead of an exception.
@@ -40,14 +42,24 @@ class Timer(Protocol):
     def __call__(self, launch: Callable[[], None], config: Mapping[str, Scalar]) -> Union[Timing, float]: ...
 
 
+@dataclass(frozen=True)
 class DoBenchTimer:
-    """Triton's own benchmark (`triton.testing.do_bench`): CUDA events, caches flushed."""
+    """A Triton benchmark function, `do_bench(kernel_call, quantiles=...)`, as a timer
+    (default: `triton.testing.do_bench`: CUDA events, caches flushed). A do_bench that
+    returns one number gives a spread of 0."""
+
+    do_bench: Callable[..., Any] | None = None
 
     def __call__(self, launch: Callable[[], None], config: Mapping[str, Scalar]) -> Timing:
-        from triton.testing import do_bench
-
-        median, low, high = do_bench(launch, quantiles=[0.5, 0.2, 0.8])
-        return Timing(median_ms=float(median), spread_ms=float(high - low))
+        if self.do_bench is None:
+            from triton.testing import do_bench
+        else:
+            do_bench = self.do_bench
+        got = do_bench(launch, quantiles=(0.5, 0.2, 0.8))
+        if isinstance(got, (int, float)):
+            return Timing(median_ms=float(got))
+        median, low, high = (list(got) + [got[0], got[0]])[:3]
+        return Timing(median_ms=float(median), spread_ms=abs(float(high) - float(low)))
 
 
 @dataclass(frozen=True)
@@ -68,36 +80,9 @@ class WallClockTimer:
         return Timing(median_ms=statistics.median(samples), spread_ms=ordered[-1] - ordered[0])
 
 
-@dataclass(frozen=True)
-class ArgHooks:
-    """Arguments a benchmark must not leave changed: `reset_to_zero` ones are zeroed before
-    every launch (and once after the search); `restore_value` ones get their values back
-    after every launch."""
-
-    reset_to_zero: tuple[str, ...] = ()
-    restore_value: tuple[str, ...] = ()
-
-    def zero(self, named: Mapping[str, Any]) -> None:
-        for name in self.reset_to_zero:
-            if named.get(name) is not None:
-                named[name].zero_()
-
-
-def benchmark(run_config: Callable[[Config], None], config: Config, *, timer: Timer,
-              named: Mapping[str, Any], hooks: ArgHooks) -> Measurement:
-    """Time one config; never raises for a config that fails (status COMPILE_ERROR or
-    RUNTIME_ERROR, with the error). Arguments in `hooks` are zeroed before each launch and
-    restored after each, also when the launch fails."""
-    saved = {name: named[name].clone() for name in hooks.restore_value if named.get(name) is not None}
-
-    def launch() -> None:
-        hooks.zero(named)
-        try:
-            run_config(config)
-        finally:
-            for name, copy in saved.items():
-                named[name].copy_(copy)
-
+def benchmark(launch: Callable[[], None], config: Config, *, timer: Timer) -> Measurement:
+    """Time one config (`launch` runs it once, hooks included); never raises for a config
+    that fails (status COMPILE_ERROR or RUNTIME_ERROR, with the error)."""
     try:
         timing = timer(launch, dict(config))
     except Exception as exc:  # noqa: BLE001 - the measurement boundary: a failing config is a value

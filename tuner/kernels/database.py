@@ -118,6 +118,31 @@ class KernelDatabase:
             self._fail(exc, "tuning kernels in this process without storing their configs")
             return None
 
+    def find_all(self, platform_key: str, kernel_name: str) -> "list[KernelConfig]":
+        """Every stored config of kernels named `kernel_name` on this platform (the caller
+        checks which belong to its kernel); empty on a miss and on the failures `find` warns of."""
+        from tuner.storage import Store, kernel_configs, parse_url, sqlite_path, within
+
+        if not self.usable():
+            return []
+        url, budget = self.url, self.settings.lookup_timeout_s
+
+        def read() -> "list[KernelConfig]":
+            path = sqlite_path(parse_url(url))
+            if path is not None and not path.exists():
+                return []
+            with Store.open(url, readonly=True, connect_timeout_s=budget) as store:
+                records = kernel_configs(store, platform_key=platform_key, kernel_name=kernel_name)
+            for record in records:
+                record.config_dict()
+            return records
+
+        try:
+            return within(budget, read, url=url)
+        except Exception as exc:  # noqa: BLE001 - a compile must not fail for its database
+            self._fail(exc, "tuning kernels in this process without storing their configs")
+            return []
+
     def save(self, record: "KernelConfig", platform: Platform) -> bool:
         """Offer a search's winner (kept only if better, see `save_kernel_config`); returns
         whether it was stored. Creates a missing database. False, warned about once, when

@@ -86,12 +86,14 @@ def discover_kernels(db_url: str | None) -> Iterator[LaunchLog]:
 def describe_launch(launch: KernelLaunch) -> str:
     """One line: the kernel, its key arguments and dtypes, its config and where it came from."""
     name, args = launch.kernel_name, key_values(launch.signature.key_args)
-    dtypes = ",".join(d.removeprefix("torch.") for d in launch.signature.dtypes)
+    dtypes = launch.signature.dtype_text()
     choice = launch.choice
     if choice is None:
         return f"{name} ({args}; {dtypes}): not tuned: {launch.error}"
     head = f"{name} ({args}; {dtypes})"
     config = key_values(choice.config)
+    if choice.origin == "only":
+        return f"{head}: {config}, the only config after pruning, nothing benchmarked"
     if choice.origin == "database":
         return f"{head}: {config}, database hit, nothing benchmarked"
     latency = "" if choice.latency_ms is None else f", {choice.latency_ms:.4g} ms"

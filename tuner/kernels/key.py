@@ -1,7 +1,9 @@
 """The key of a `tuner.autotune` kernel launch: what must match for a stored config to apply.
 
 kernel key = hash of (the kernel's source hash, its space hash, the key arguments' values,
-the dtypes of its tensor arguments). The platform is the other half of the database's
+each tensor parameter's dtype named by its parameter). Both halves are by parameter, as
+Triton's autotuner keys them: keyword order never changes a key, and an fp32-dst/fp16-src
+launch never shares one with fp16-dst/fp32-src. The platform is the other half of the database's
 unique key, so the same kernel on another GPU, or under other torch/triton versions, is
 tuned again. The source hash covers the kernel's own source (decorators excluded, so the
 same kernel hashes alike compiled or under `TRITON_INTERPRET=1`) and the sources of the
@@ -25,16 +27,25 @@ from tuner.errors import UsageError
 from tuner.kernels.space import Scalar
 from tuner.keys import canonical_json
 
-KERNEL_KEY_FORMAT = 1
+KERNEL_KEY_FORMAT = 2       # 2: dtypes named by parameter, dtype-valued key arguments
 KERNEL_KEY_LEN = 32
 
 
 @dataclass(frozen=True)
 class KernelSignature:
-    """What a launch contributes to the key: the key arguments and the tensor dtypes."""
+    """What a launch contributes to the key: the key arguments, and (parameter, dtype) for
+    each tensor parameter, in parameter order."""
 
     key_args: tuple[tuple[str, Scalar], ...]
-    dtypes: tuple[str, ...]
+    dtypes: tuple[tuple[str, str], ...]
+
+    def dtype_text(self) -> str:
+        """The dtypes as stored (`kernel_configs.dtypes`): `x_ptr=float32,out_ptr=float16`."""
+        return ",".join(f"{name}={dtype.removeprefix('torch.')}" for name, dtype in self.dtypes)
+
+    def triton_key(self) -> tuple[Any, ...]:
+        """The key as Triton's `Autotuner.cache` holds it: the key values, then the dtypes."""
+        return tuple(value for _, value in self.key_args) + tuple(d for _, d in self.dtypes)
 
 
 def python_function(kernel: Any) -> Callable[..., Any] | None:
@@ -84,7 +95,8 @@ def source_hash(kernel: Any) -> str:
 
 
 def _key_value(name: str, value: Any) -> Scalar:
-    """A key argument as a JSON scalar: numbers and strings as they are, a tensor by its shape."""
+    """A key argument as a JSON scalar: numbers and strings as they are, a tensor by its shape,
+    a dtype (`tl.float32`, `torch.float16`) by its name."""
     if isinstance(value, (bool, str)):
         return value
     if isinstance(value, numbers.Integral):
@@ -93,26 +105,41 @@ def _key_value(name: str, value: Any) -> Scalar:
         return float(value)
     if value is None:
         return "None"
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
+    if is_tensor(value):
         return f"shape{tuple(int(s) for s in value.shape)}"
+    if _is_dtype(value):
+        return f"dtype:{str(value).removeprefix('torch.')}"
     raise UsageError(f"key argument {name!r} is a {type(value).__name__}; key on ints, floats, "
-                     f"strings or tensors (by shape)")
+                     f"strings, dtypes or tensors (by shape)")
 
 
-def signature_of(named: Mapping[str, Any], key: Sequence[str]) -> KernelSignature:
-    """The signature of one launch: `named` holds the launch's arguments by parameter name,
-    in parameter order. Raises UsageError for a key argument the launch does not pass."""
+def is_tensor(value: Any) -> bool:
+    """A tensor argument (anything with a dtype and a data pointer, as Triton takes them)."""
+    return hasattr(value, "dtype") and hasattr(value, "data_ptr")
+
+
+def _is_dtype(value: Any) -> bool:
+    """torch.float16, tl.float32 and their kin: dtypes passed as arguments (`DTYPE: tl.constexpr`)."""
+    kind = type(value)
+    return kind.__name__ == "dtype" and kind.__module__.split(".")[0] in ("torch", "triton")
+
+
+def signature_of(named: Mapping[str, Any], key: Sequence[str], params: Sequence[str]) -> KernelSignature:
+    """The signature of one launch: `named` holds the launch's arguments by parameter name
+    (in any order), `params` the kernel's parameters in order. Raises UsageError for a key
+    argument the launch does not pass."""
     missing = [name for name in key if name not in named]
     if missing:
         raise UsageError(f"key argument(s) {', '.join(missing)} not passed to the kernel launch")
     return KernelSignature(
         key_args=tuple((name, _key_value(name, named[name])) for name in key),
-        dtypes=tuple(str(v.dtype) for v in named.values() if hasattr(v, "dtype")))
+        dtypes=tuple((name, str(named[name].dtype)) for name in params
+                     if name in named and is_tensor(named[name])))
 
 
 def kernel_key(source: str, space: str, signature: KernelSignature) -> str:
     """The key a kernel's config is stored under (per platform)."""
     data = {"format": KERNEL_KEY_FORMAT, "source": source, "space": space,
             "key_args": [list(item) for item in signature.key_args],
-            "dtypes": list(signature.dtypes)}
+            "dtypes": [list(item) for item in signature.dtypes]}
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:KERNEL_KEY_LEN]

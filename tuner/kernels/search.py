@@ -34,7 +34,7 @@ class KernelTrial:
 class KernelSearch:
     """What a search measured. `best` is None when every measured config failed."""
 
-    strategy: str                       # "exhaustive" or "optuna"
+    strategy: str                       # "exhaustive", "optuna" or "sample"
     space_size: int                     # configs that pass the constraint
     trials: tuple[KernelTrial, ...]
 
@@ -52,7 +52,7 @@ class KernelChoice:
     kernel_key: str
     signature: KernelSignature
     config: tuple[tuple[str, Scalar], ...]
-    origin: str                       # "database" (a hit) or "search"
+    origin: str                       # "database" (a hit), "search", or "only" (one config left by pruning)
     stored: bool                      # in the database now (a hit, or a search's winner kept)
     latency_ms: float | None
     configs_tried: int                # 0 on a hit
@@ -68,6 +68,11 @@ def search_configs(configs: Sequence[Config], measure: Callable[[Config], Measur
     and pass the constraint already; `measure` must not raise for a failing config."""
     if max_trials < 1:
         raise ValueError(f"max_trials must be at least 1, got {max_trials}")
+    if len(configs) > max_trials and len({tuple(sorted(c)) for c in configs}) > 1:
+        # configs naming different parameters (a triton.Config list): no common grid for TPE
+        picked = random.Random(seed).sample(list(configs), max_trials)
+        return KernelSearch(strategy="sample", space_size=len(configs),
+                            trials=tuple(KernelTrial(tuple(c.items()), measure(c)) for c in picked))
     if len(configs) <= max_trials:
         trials = tuple(KernelTrial(tuple(c.items()), measure(c)) for c in configs)
         return KernelSearch(strategy="exhaustive", space_size=len(configs), trials=trials)
