@@ -278,3 +278,39 @@ def test_the_report_escapes_every_stored_value_numbers_included(tmp_path: Path) 
     page = best_html(stored, 1)
     assert "<img" not in page and "<b>eve" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;b&gt;eve&lt;/b&gt;" in page
+
+
+# -- a malformed kernel row (written with SQL) is skipped, never raised into the user's compile ------
+
+MALFORMED = {"config as a JSON list": ("config", "[128, 4]"), "config as a JSON string": ("config", '"XBLOCK"'),
+             "key_args as a number": ("key_args", "7"), "latency as text": ("latency_ms", "fast"),
+             "config not JSON": ("config", "{not json")}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_gemm_winner_and_triton_table_skip_a_malformed_row(case: str, tmp_path: Path) -> None:
+    from tuner.inductor import gemm_choices, triton_choices
+    from tuner.lookup import Lookup, LookupWarning
+    from tuner.platform import current_platform
+    from tuner.settings import Settings
+    from tuner.storage import save_kernel_config
+
+    column, value = MALFORMED[case]
+    here, path = current_platform("cpu"), tmp_path / "tuner.db"
+    upgrade(f"sqlite:///{path}")
+    graph, gemm = W.graphs[0].key, "g" * 32
+    with Store.open(f"sqlite:///{path}") as store:
+        store.ensure_platform(here)
+        save_kernel_config(store, replace(_kernel(triton_choices.KERNEL_PREFIX + graph, 0.0, XBLOCK=64, num_warps=4,
+                                                  num_stages=1), platform_key=here.key, key_args=(("lookup_hash", "h"),)))
+        save_kernel_config(store, replace(_kernel(gemm_choices.KERNEL_PREFIX + gemm, 0.5, choice="triton_mm_1"),
+                                          kernel_key=gemm, platform_key=here.key))
+    with sqlite3.connect(path) as connection:
+        connection.execute(f"UPDATE kernel_configs SET {column} = ?", (value,))
+    lookup = Lookup(Settings(db_url=f"sqlite:///{path}"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert lookup.triton_table(graph, here.key) == {}
+        assert lookup.gemm_winner(gemm, here.key) is None
+    said = [str(w.message) for w in caught if issubclass(w.category, LookupWarning)]
+    assert len(said) == 1 and "stored kernel config" in said[0] and "Inductor tunes" in said[0], said
