@@ -41,6 +41,14 @@ def kernel_source(path: Path) -> Store:
     return store
 
 
+def _as_triton(**config: object):
+    """A change making the record an Inductor Triton tile config (XBLOCK=128, 4 warps, 1 stage) with `config` over it."""
+    def change(k: dict) -> None:
+        k.update(kernel_name="inductor-triton:" + "f" * 64, latency_ms=0.0,
+                 config={"XBLOCK": 128, "num_warps": 4, "num_stages": 1, **config})
+    return change
+
+
 def rows(store: Store) -> list[tuple]:
     return sorted((k.kernel_key, k.platform_key, k.kernel_name, sorted(k.config), sorted(k.key_args), k.latency_ms, k.user)
                   for k in kernel_configs(store))
@@ -88,6 +96,14 @@ def test_an_imported_kernel_config_replaces_a_stored_one_only_when_faster(target
     (lambda k: k.update(latency_ms=-1.0), "must not be negative"),
     (lambda k: k.update(kernel_name="x" * 300), "over the 255-byte limit"),
     (lambda k: k.update(extra=1), "unknown key(s) 'extra'"),
+    # Inductor's Triton tile configs within Inductor's limits; latencies above zero (tuner.storage.trust)
+    (_as_triton(XBLOCK=3, num_warps=0, num_stages=-5), "XBLOCK 3 is not a power of two"),
+    (_as_triton(XBLOCK=1 << 20), "is not a power of two up to 8192"),
+    (_as_triton(num_warps=64), "num_warps 64 is not a power of two up to 32"),
+    (_as_triton(num_stages=-5), "num_stages -5 is outside [1, 8]"),
+    (_as_triton(XBLOCK=128.0), "XBLOCK is 128.0, not a plain int"),
+    (lambda k: k.update(kernel_name="matmul_kernel", latency_ms=0.0), "latency_ms 0.0 is outside"),
+    (lambda k: k.update(user="eve\x1b[2K"), "control character"),
 ])
 def test_a_bad_kernel_config_refuses_the_whole_file(target: Store, tmp_path: Path, change, message: str) -> None:
     source = kernel_source(tmp_path / "source.db")

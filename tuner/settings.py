@@ -35,6 +35,7 @@ class Settings:
     trial_timeout_s: float = 300.0           # TUNER_TRIAL_TIMEOUT: per-trial deadline
     threads: int | None = None               # TUNER_THREADS: torch threads for measurement
     ray_address: str | None = None           # RAY_ADDRESS (Ray's own variable) or TUNER_RAY_ADDRESS
+    ray_auth_mode: str | None = None         # RAY_AUTH_MODE (Ray's own): "disabled" refuses a local cluster
     user: str = ""                           # provenance: USER / LOGNAME
     debug: bool = False                      # TUNER_DEBUG: tracebacks on errors
 
@@ -50,6 +51,7 @@ class Settings:
             trial_timeout_s=float(env.get("TUNER_TRIAL_TIMEOUT", "300")),
             threads=int(threads) if threads else None,
             ray_address=env.get("TUNER_RAY_ADDRESS") or env.get("RAY_ADDRESS") or None,
+            ray_auth_mode=env.get("RAY_AUTH_MODE") or None,
             user=env.get("USER") or env.get("LOGNAME") or _login_name(),
             debug=env.get("TUNER_DEBUG", "") not in ("", "0", "false", "no"),
         )

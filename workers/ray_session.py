@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 from tuner.workers.placement import platform_resource
@@ -35,7 +36,9 @@ class RaySession:
 def connect(address: str | None, *, platform_key: str | None, device: str, capacity: int) -> RaySession:
     """Join the cluster at `address` ("auto", "HOST:PORT"), or with None or "local" start one on
     this machine that advertises `platform_key` (default: this machine's for `device`), with
-    dashboard on 127.0.0.1 and token authentication on, and at least `capacity` logical CPUs."""
+    dashboard on 127.0.0.1 and token authentication on, and at least `capacity` logical CPUs.
+    A local cluster refuses `RAY_AUTH_MODE=disabled` (UsageError, one line naming the risk), and
+    its token file is made 0600 in a 0700 folder (`_private_token`)."""
     import ray
 
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
@@ -54,13 +57,48 @@ def connect(address: str | None, *, platform_key: str | None, device: str, capac
         # "local" always starts a new cluster, even when RAY_ADDRESS is set. At least one
         # logical CPU per worker: Ray keeps that many idle worker processes warm rather
         # than killing and restarting them between trials.
-        with _neutral_directory() as driver_dir:
+        _refuse_disabled_auth()
+        with _neutral_directory() as driver_dir, _private_token():
             ray.init(address="local", num_cpus=max(os.cpu_count() or 1, capacity),
                      resources={platform_resource(platform_key): 1.0},
                      include_dashboard=None, dashboard_host="127.0.0.1", **quiet)
         return RaySession(owns_cluster=True, driver_dir=driver_dir)
     finally:
         auth_log.setLevel(previous)
+
+
+def _refuse_disabled_auth() -> None:
+    """A local cluster runs any code a client sends it, and Ray's GCS, raylet and worker ports
+    listen on every interface (Ray 2.x has no option to bind them to loopback): without its token
+    anyone who can reach this machine could run code as this user."""
+    from tuner.errors import UsageError
+    from tuner.settings import Settings
+
+    if (Settings.from_env().ray_auth_mode or "").lower() == "disabled":
+        raise UsageError("RAY_AUTH_MODE=disabled would start a Ray cluster without token authentication, whose "
+                         "ports listen on every interface, so anyone who can reach this machine could run code "
+                         "as you; unset RAY_AUTH_MODE (tuner starts its local cluster with a token)")
+
+
+@contextlib.contextmanager
+def _private_token() -> Iterator[None]:
+    """Ray writes a new token to ~/.ray/auth_token with the process's umask (world-readable under
+    the usual 022). Start the cluster under umask 077, with ~/.ray created 0700 first, then make
+    the token file 0600 and its folder 0700 whatever made them (an older tuner, `ray
+    get-auth-token --generate`). (The umask is process-wide: the cluster starts before any
+    thread of the search.)"""
+    folder = Path.home() / ".ray"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+        token = folder / "auth_token"
+        if folder.is_dir() and not folder.is_symlink() and folder.stat().st_uid == os.getuid():
+            folder.chmod(0o700)
+        if token.is_file() and not token.is_symlink() and token.stat().st_uid == os.getuid():
+            token.chmod(0o600)
 
 
 @contextlib.contextmanager

@@ -209,48 +209,65 @@ class Lookup:
 
     def gemm_winner(self, gemm_key: str, platform_key: str) -> str | None:
         """The stored winning choice of one Inductor GEMM (`tuner.inductor.gemm_choices`, kept in
-        `kernel_configs`) on exactly this platform; None on a miss and on a database that cannot
-        be used (then, as in `decide`: one warning, and the database is not read again)."""
+        `kernel_configs`) on exactly this platform; None on a miss, on a row that cannot be read or
+        launched, and on a database that cannot be used (`_kernel_rows`: one warning; never raises)."""
         from tuner.inductor import gemm_choices
         from tuner.storage import find_kernel_config
 
-        with self._lock:
-            if self._unusable is not None:
-                return None
-            try:
-                record = self._read(lambda store: find_kernel_config(store, gemm_key, platform_key))
-            except StorageError as exc:
-                self._unusable = str(exc)
-                self._close_store()
-                self.warn_once(f"tuner: {exc}; Inductor autotunes the GEMMs itself "
-                               f"(tuner will not read the database again in this process)")
-                return None
-        if record is not None and not self._trusted_kernels([record]):
-            return None
-        winner = None if record is None else record.config_dict().get(gemm_choices.WINNER)
-        return winner if isinstance(winner, str) else None
+        def read(store: "Store") -> "list[KernelConfig]":
+            record = find_kernel_config(store, gemm_key, platform_key)
+            return [] if record is None else [record]
+
+        def winner(records: "list[KernelConfig]") -> str | None:
+            found = records[0].config_dict().get(gemm_choices.WINNER) if records else None
+            return found if isinstance(found, str) else None
+
+        return self._kernel_rows(read, winner, None, what=f"GEMM {short(gemm_key)}", tuner="the GEMMs")
 
     def triton_table(self, graph_key: str, platform_key: str) -> dict[str, dict[str, int]]:
         """The tile configs stored for graph `graph_key`'s generated Triton kernels on exactly this
-        platform (`tuner.inductor.triton_choices`) as Inductor's `autotune_lookup_table`; empty on a miss and
-        on a database that cannot be used (then, as in `decide`: one warning, not read again)."""
+        platform (`tuner.inductor.triton_choices`) as Inductor's `autotune_lookup_table`; empty on a
+        miss, on rows that cannot be read, and on a database that cannot be used (`_kernel_rows`)."""
         from tuner.inductor import triton_choices
         from tuner.storage import kernel_configs
 
+        name = (triton_choices.KERNEL_PREFIX + graph_key)[:255]
+        return self._kernel_rows(lambda store: kernel_configs(store, platform_key=platform_key, kernel_name=name),
+                                 triton_choices.table, {}, what=f"graph {short(graph_key)}'s Triton kernels",
+                                 tuner="its Triton kernels")
+
+    def _kernel_rows(self, read: "Callable[[Store], list[KernelConfig]]", use: "Callable[[list[KernelConfig]], T]",
+                     empty: T, *, what: str, tuner: str) -> T:
+        """`use(rows)` for the launchable kernel rows `read` returns (`_trusted_kernels`); never raises.
+        A database that cannot be used (StorageError): `empty`, one warning, and the database is not
+        read again (as in `decide`). A row that cannot even be read as a KernelConfig (a `config`
+        column holding a JSON list, text where a number belongs: anyone with write access can put
+        it there): `empty` for this lookup, one warning; Inductor tunes those kernels itself."""
         with self._lock:
             if self._unusable is not None:
-                return {}
+                return empty
             try:
-                name = (triton_choices.KERNEL_PREFIX + graph_key)[:255]
-                records = self._read(lambda store: kernel_configs(store, platform_key=platform_key,
-                                                                  kernel_name=name))
+                records = self._read(read)
             except StorageError as exc:
                 self._unusable = str(exc)
                 self._close_store()
-                self.warn_once(f"tuner: {exc}; Inductor tunes its Triton kernels itself "
+                self.warn_once(f"tuner: {exc}; Inductor tunes {tuner} itself "
                                f"(tuner will not read the database again in this process)")
-                return {}
-        return triton_choices.table(self._trusted_kernels(records))
+                return empty
+            except Exception as exc:  # noqa: BLE001 - a row anyone can write must not break the user's compile
+                log.debug("tuner kernel lookup failed", exc_info=True)
+                self.warn_once(f"tuner: skipped the stored kernel config of {what}: a row could not be read "
+                               f"({type(exc).__name__}: {printable(str(exc)[:200])}); Inductor tunes {tuner} itself. "
+                               f"Remove the row, or re-tune: tuner search MODEL_FILE")
+                return empty
+        try:
+            return use(self._trusted_kernels(records))
+        except Exception as exc:  # noqa: BLE001 - as above: a stored row, not the user's program, is at fault
+            log.debug("tuner kernel lookup failed", exc_info=True)
+            self.warn_once(f"tuner: skipped the stored kernel config of {what} ({type(exc).__name__}: "
+                           f"{printable(str(exc)[:200])}); Inductor tunes {tuner} itself. Remove the row, or "
+                           f"re-tune: tuner search MODEL_FILE")
+            return empty
 
     def _trusted_kernels(self, records: "list[KernelConfig]") -> "list[KernelConfig]":
         """The kernel configs Inductor can launch as stored (`tuner.storage.trust.kernel_problem`); the
