@@ -8,7 +8,8 @@ folder unless --db), reads the stored verdict, then measures in ONE fresh proces
 interleaved and shuffled per round (`tuner.measure.run_confirmation`): eager, the default
 compile, each built-in mode (`max-autotune-no-cudagraphs`, `max-autotune`, `reduce-overhead`;
 on CPU the last two run, cudagraphs simply do not apply) and "tuned", the stored verdict
-(eager, defaults or its knobs; beside a freezing winner also what `backend="tuner"` applies).
+(eager, defaults or its knobs; beside a freezing winner also what `backend="tuner"` applies to a
+graph traced with grad enabled, where it cannot freeze).
 Per variant it prints the median latency with its interval, the paired speedup over the default
 compile with its interval, and the share of the machine's GEMM ceiling it reaches (the model's
 FLOPs per call, counted on eager, over the ceiling measured in the same process). Then, per
@@ -55,7 +56,8 @@ MODELS: dict[str, tuple[str, str | None]] = {
     "vit": ("bench/models/vit.py", "timm"),
 }
 BUILTIN_MODES = ("max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")
-EAGER, DEFAULT, TUNED, PLAIN = "eager", "default", "tuned", "tuned, backend=tuner"
+# PLAIN: what backend="tuner" applies to a graph traced with grad enabled, where it cannot freeze.
+EAGER, DEFAULT, TUNED, PLAIN = "eager", "default", "tuned", "tuned, grad on (no freezing)"
 
 
 def variants(stored: Stored) -> tuple[tuple[str, tuple | None], ...]:
@@ -63,7 +65,7 @@ def variants(stored: Stored) -> tuple[tuple[str, tuple | None], ...]:
     found = [(EAGER, None), (DEFAULT, ()), *((f"mode {m}", (("mode", m),)) for m in BUILTIN_MODES),
              (TUNED, stored.params)]
     if stored.best.unfrozen_eager:
-        found.append((PLAIN, None))                  # the plain backend runs this graph uncompiled
+        found.append((PLAIN, None))                  # with grad on, the backend runs this graph uncompiled
     elif stored.plain_params is not None:
         found.append((PLAIN, stored.plain_params))
     return tuple(found)
