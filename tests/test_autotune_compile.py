@@ -18,6 +18,7 @@ triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
 import tuner  # noqa: E402
+from helpers import CountingBench  # noqa: E402
 from tuner.kernels import KernelWarning, search_database  # noqa: E402
 from tuner.storage import Store, kernel_configs  # noqa: E402
 
@@ -32,16 +33,6 @@ def interpreted(sqlite_url: str) -> Iterator[str]:
         torch._dynamo.reset()
         yield sqlite_url
     torch._dynamo.reset()
-
-
-class CountingBench:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, kernel_call: Any, quantiles: Any) -> list[float]:
-        self.calls += 1
-        kernel_call()
-        return [1.0, 0.9, 1.1]
 
 
 def make_scale_kernel(bench: CountingBench) -> Any:

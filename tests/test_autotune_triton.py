@@ -26,6 +26,7 @@ import triton.language as tl  # noqa: E402
 from triton.runtime.autotuner import Autotuner  # noqa: E402
 
 import tuner  # noqa: E402
+from helpers import CountingBench  # noqa: E402
 from tuner.kernels import KernelWarning, search_database  # noqa: E402
 from tuner.storage import Store, kernel_configs  # noqa: E402
 
@@ -39,18 +40,6 @@ def interpreted(sqlite_url: str) -> Iterator[str]:
         triton.knobs.runtime.interpret = True
         warnings.simplefilter("ignore", KernelWarning)        # the interpreter's wall clock ranks nothing
         yield sqlite_url
-
-
-class CountingBench:
-    """A Triton `do_bench(kernel_call, quantiles)`: runs the call once, counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, kernel_call: Any, quantiles: Any) -> list[float]:
-        self.calls += 1
-        kernel_call()
-        return [1.0, 0.9, 1.1]
 
 
 def stored_rows(url: str) -> list[Any]:

@@ -61,7 +61,7 @@ def test_a_true_difference_picks_the_faster_config() -> None:
     assert verdict.stored.candidate == Candidate.from_dict(A)
     assert verdict.claim.clears_noise and verdict.claim.median == pytest.approx(1.25, rel=0.03)
     assert verdict.claim.rounds == ROUNDS // 2                       # the held-out half only
-    assert len(executor.confirmations) == 1                          # one knob: no ablation, no claim run
+    assert len(executor.confirmations) == 2                          # one knob: selection, then the claim run
 
 
 def test_too_few_rounds_give_an_unbounded_interval_and_keep_the_defaults() -> None:
@@ -80,6 +80,19 @@ def test_the_claim_comes_from_rounds_that_played_no_part_in_the_choice() -> None
     key = Candidate.from_dict(A).key
     rounds[key] = tuple(ms * (0.7 if i % 2 == 0 else 1.0) for i, ms in enumerate(rounds[key]))  # lucky even rounds
     verdict, _ = run(rounds, finalists(A))
+    assert verdict.stored is None and verdict.chosen == DEFAULT
+    assert any("held-out" in note for note in verdict.notes)
+
+
+def test_the_claim_comes_from_a_process_that_did_not_choose() -> None:
+    """A config faster only in the process that chose it (a lucky autotune pick, a memory layout)
+    is not stored: the claim run, a confirmation of its own, does not see it."""
+    chose = ReplayExecutor({}, rounds=table([(None, 2.0), ({}, 1.0), (A, 0.80)]))
+    fresh = ReplayExecutor({}, rounds=table([(None, 2.0), ({}, 1.0), (A, 1.0)], seed=1))
+    runs = iter([chose, fresh])
+    verdict = conclude(lambda r: next(runs).run_confirmation(r), SPEC, finalists(A), rounds=ROUNDS)
+    assert verdict.held_out(finalists(A)[0].label).clears_noise      # the choosing process saw 1.25x
+    assert len(chose.confirmations) == len(fresh.confirmations) == 1
     assert verdict.stored is None and verdict.chosen == DEFAULT
     assert any("held-out" in note for note in verdict.notes)
 
@@ -104,7 +117,7 @@ def test_ablation_keeps_two_knobs_that_both_matter() -> None:
     verdict, executor = run(rounds, finalists(ab))
     assert set(verdict.ablation.kept) == set(ab) and verdict.ablation.dropped == ()
     assert verdict.stored.candidate == Candidate.from_dict(ab)
-    assert len(executor.confirmations) == 2                          # nothing dropped: claim from the selection run
+    assert len(executor.confirmations) == 3                          # nothing dropped: still a claim run of its own
 
 
 def test_eager_wins_when_it_is_faster_beyond_the_noise() -> None:

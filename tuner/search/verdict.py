@@ -9,18 +9,20 @@
 2. **Ablation**, when the choice is a config of two or more knobs: one run times the
    choice against itself minus each knob; a knob stays only if removing it makes the
    choice slower beyond the noise (its even rounds decide).
-3. **Claim run**, only when the stored config was not in the selection run (the ablation
-   dropped knobs) or it turns freezing on: eager, the default, the minimal config (the
-   full choice beside it) and, for freezing, configs without freezing. Its even rounds pick
-   what is stored (the minimal config unless it is slower than the choice beyond the noise,
-   eager if it beats that beyond the noise, and for the plain backend on a graph traced with
-   grad enabled the best of eager and the configs without freezing, or the defaults when none
-   clears the noise or its held-out rounds do not confirm it).
+3. **Claim run**, whenever anything but the defaults was chosen, in a confirmation process
+   of its own (its own compile order, `ConfirmRequest.rng`): eager, the default, the minimal
+   config (the full choice beside it when the ablation dropped knobs) and, for freezing,
+   configs without freezing; for a choice of eager, eager and the default. Its even rounds
+   pick what is stored (the minimal config unless it is slower than the choice beyond the
+   noise, eager if it beats that beyond the noise, and for the plain backend on a graph traced
+   with grad enabled the best of eager and the configs without freezing, or the defaults when
+   none clears the noise or its held-out rounds do not confirm it).
 
-Every claim comes from the odd rounds of the last run: rounds that played no part in any
-choice, so the reported speedup carries no winner's curse. A stored config whose claim
-does not clear the noise is not stored: Inductor's defaults are, so nothing is ever stored
-slower than the default compile or than eager.
+Every claim comes from the odd rounds of the claim run: rounds that played no part in any
+choice, measured in a process that did not choose, so neither the winner's curse nor a
+process-level effect (autotune picks, memory layout, compile order) is shared between choosing
+and claiming. A stored config whose claim does not clear the noise is not stored: Inductor's
+defaults are, so nothing is ever stored slower than the default compile or than eager.
 """
 from __future__ import annotations
 
@@ -152,19 +154,24 @@ def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, 
     labels = [f.label for f in finalists]
     chosen = choose(choose_on, [*labels, EAGER] if in_order else [EAGER, *labels], first=in_order)
     by_label = {f.label: f for f in finalists}
-    if chosen in (DEFAULT, EAGER):
-        claims = _speedups(report_on)
-        return _checked(Verdict(finalists, selection, chosen, None, chosen == EAGER, claims.get(chosen),
-                                None, selection))
+    if chosen == DEFAULT:
+        return _checked(Verdict(finalists, selection, chosen, None, False, None, None, selection))
+    if chosen == EAGER:
+        return _eager_claim(run, spec, finalists, selection, rounds=rounds)
     choice = by_label[chosen]
     ablate_it = len(choice.candidate.params) > 1 and not in_order
     ablation = ablate(run, spec, choice, rounds=rounds) if ablate_it else None
-    minimal = _minimal(choice, ablation)
-    if minimal.candidate == choice.candidate and not choice.freezes:
-        claims = _speedups(report_on)
-        return _checked(Verdict(finalists, selection, chosen, choice, False, claims.get(chosen),
-                                _over_eager(report_on, chosen), selection, ablation))
-    return _claim_run(run, spec, finalists, selection, choice, minimal, ablation, rounds=rounds)
+    return _claim_run(run, spec, finalists, selection, choice, _minimal(choice, ablation), ablation, rounds=rounds)
+
+
+def _eager_claim(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, finalists: tuple[Finalist, ...],
+                 selection: ConfirmResult, *, rounds: int) -> Verdict:
+    """Step 3 for a choice of eager: eager against the default in a run of its own, claimed
+    from its odd rounds (`_checked` keeps the defaults when that does not clear the noise)."""
+    result = run(request(spec, [(EAGER, None), (DEFAULT, Candidate())], rounds))
+    _require_default(result)
+    return _checked(Verdict(finalists, selection, EAGER, None, True, _speedups(halves(result)[1]).get(EAGER),
+                            None, result))
 
 
 def choose(result: ConfirmResult, labels: list[str], *, first: bool = False) -> str:
@@ -206,11 +213,13 @@ def _minimal(choice: Finalist, ablation: Ablation | None) -> Finalist:
 def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, finalists: tuple[Finalist, ...],
                selection: ConfirmResult, choice: Finalist, minimal: Finalist, ablation: Ablation | None, *,
                rounds: int) -> Verdict:
-    """Step 3: measure what would be stored beside eager, the default, the full choice and the
-    configs without freezing; choose on even rounds, claim from odd rounds."""
+    """Step 3: measure what would be stored beside eager, the default, the full choice (when
+    the ablation dropped knobs) and the configs without freezing; choose on even rounds, claim
+    from odd rounds."""
     thawed = _thawed_candidates(finalists, minimal, choice)
     variants = [(EAGER, None), (DEFAULT, Candidate()), (minimal.label, minimal.candidate),
                 (choice.label, choice.candidate), *((f.label, f.candidate) for f in thawed)]
+    variants = list({label: (label, c) for label, c in variants}.values())   # minimal is the choice when nothing was dropped
     result = run(request(spec, variants, rounds))
     _require_default(result)
     choose_on, report_on = halves(result)
