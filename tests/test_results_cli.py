@@ -79,7 +79,7 @@ def test_best_shows_what_the_plain_backend_applies_beside_a_freezing_config(
          unfrozen_speedup=unfrozen_speedup)
     lines = best_lines(url)
     assert lines[:3] == ["config: freezing=True, max_autotune=True",
-                         f'backend="tuner" cannot freeze; it applies: {shown}',
+                         f'with grad enabled backend="tuner" cannot freeze; it applies: {shown}',
                          "confirmed speedup over default compile: 1.20x [1.10, 1.25] over 15 "
                          "paired rounds"]
     assert lines[3].startswith("latency: ") and lines[4].startswith("provenance: alice@box")

@@ -145,7 +145,7 @@ def best_text(best: "BestConfig") -> str:
     config = "eager (run uncompiled)" if best.eager else _config(best.params)
     lines = [f"config: {config}"]
     if best.params.get("freezing") is True:
-        lines.append(f'backend="tuner" cannot freeze; it applies: {_unfrozen(best)}')
+        lines.append(f'with grad enabled backend="tuner" cannot freeze; it applies: {_unfrozen(best)}')
     lines.append(f"confirmed speedup over default compile: {best.speedup:.2f}x "
                  f"[{best.ci_low:.2f}, {best.ci_high:.2f}] over {best.rounds} paired rounds")
     if best.search_speedup is not None:
