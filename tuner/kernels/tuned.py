@@ -141,10 +141,10 @@ class AutotunedKernel(Autotuner):
             pruned = list(self.prune_configs(kwargs))
         finally:
             self.nargs = None
-        unique: dict[str, Any] = {}     # each config once (Triton would time a repeat twice)
+        by_ident: dict[str, Any] = {}   # each config once (Triton would time a repeat twice)
         for config in pruned:
-            unique.setdefault(ident(self.stored_form(config)), config)
-        pruned = list(unique.values())
+            by_ident.setdefault(ident(self.stored_form(config)), config)
+        pruned = list(by_ident.values())
         if len(pruned) == 1:
             only = pruned[0]
             return KernelChoice(key, signature, tuple(self.stored_form(only).items()), "only", False, None, 0), only
@@ -156,7 +156,6 @@ class AutotunedKernel(Autotuner):
                 return KernelChoice(key, signature, stored.config, "database", True, stored.latency_ms, 0), hit
             warn_once(f"invalid:{key}", f"tuner.autotune: the config stored for {self.__name__} ({key}) "
                                         f"is not among its configs for this launch; searching again")
-        by_ident = {ident(self.stored_form(c)): c for c in pruned}
         timer = self._timer()
         search = search_configs([self.stored_form(c) for c in pruned],
                                 lambda d: benchmark(self._kernel_call(by_ident[ident(d)], nargs, args, kwargs), d,
