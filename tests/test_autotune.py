@@ -276,7 +276,11 @@ def test_importing_tuner_autotune_loads_neither_triton_nor_torch() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 
 
-def test_without_a_timer_the_interpreter_says_timings_mean_nothing(sqlite_url: str) -> None:
+def test_without_a_timer_the_interpreter_says_timings_mean_nothing(sqlite_url: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuner.kernels import database
+
+    monkeypatch.setattr(database, "_warned", set())     # once per process: another test may have had it
     kernel = tuner.autotune(space={"BLOCK": [32, 64]}, key=["n"], db=sqlite_url)(kernels.add_kernel)
     with pytest.warns(KernelWarning, match="ranks nothing real"):
         out, expected = add(kernel)
