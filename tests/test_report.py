@@ -84,10 +84,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_report_renders_in_chromium_with_the_profile(recorded: Path, tmp_path: Path) -> None:
+def test_the_report_renders_in_chromium_with_the_profile(recorded: Path, tmp_path: Path,
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "report"
+    capfd.readouterr()
     done = run_main("report", TINY, "--out", str(out), "--db", f"sqlite:///{recorded}")
     assert done.returncode == 0, done.stderr
+    native = capfd.readouterr()     # what reached the process's own file descriptors
+    assert "USDT:" not in native.err + done.stderr, "the profiler's own trace lines reached the output"
     assert done.stdout.splitlines()[0] == f"wrote {out / 'index.html'}"
     assert sorted(p.name for p in out.iterdir()) == ["history.png", "importances.png", "index.html", "latencies.png"]
     page = (out / "index.html").read_text()

@@ -102,7 +102,7 @@ def _self_times(call: Callable[[Any], Any], fn: Any, calls: int, device: str) ->
 
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-    with profile(activities=activities) as prof:
+    with _without_profiler_chatter(), profile(activities=activities) as prof:
         _call(call, fn, calls, device)
     field = "self_device_time_total" if cuda else "self_cpu_time_total"
     times: dict[str, float] = {}
@@ -112,6 +112,33 @@ def _self_times(call: Callable[[Any], Any], fn: Any, calls: int, device: str) ->
             name = _plain_name(event.key)
             times[name] = times.get(name, 0.0) + us / 1000.0 / calls
     return times
+
+
+@contextlib.contextmanager
+def _without_profiler_chatter() -> Iterator[None]:
+    """Drop the profiler's own trace lines from the process's native stderr (torch 2.13's
+    libkineto writes "USDT:... profiler_start" and "profiler_stop" there for every profiled
+    block, bypassing Python's logging); any other line written meanwhile is passed on."""
+    import os
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not line.startswith("USDT:")]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
 
 
 def _plain_name(name: str) -> str:
