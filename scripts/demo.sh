@@ -9,7 +9,7 @@ VENV="${VENV:-.venv}"
 MODEL="${MODEL:-examples/resnet.py}"
 scripts/install.sh
 export TUNER_DB="${TUNER_DB:-sqlite:///$PWD/demo.db}"
-"$VENV/bin/tuner" search "$MODEL" --trials "${TRIALS:-6}" "$@"
+"$VENV/bin/tuner" search "$MODEL" --trials "${TRIALS:-6}" --rounds "${CONFIRM_ROUNDS:-40}" "$@"
 "$VENV/bin/tuner" best "$MODEL"
 "$VENV/bin/tuner" compare "$MODEL" --rounds "${ROUNDS:-20}"
 "$VENV/bin/tuner" report "$MODEL" --out demo-report
