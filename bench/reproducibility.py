@@ -1,7 +1,8 @@
 """Reproducibility: tune twice from scratch, then re-measure both winners side by side.
 
     python bench/reproducibility.py [--model examples/mlp.py] [--trials 12] [--rounds 15]
-                                    [--executor local|ray] [--seed 0] [--timeout 3600]
+                                    [--confirm-rounds 20] [--executor local|ray] [--seed 0]
+                                    [--timeout 3600]
 
 Runs the same search twice (`tuner.search.run_search`, the same options, two fresh SQLite
 files), then measures in ONE fresh process, paired, interleaved and shuffled per round
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=str(ROOT / "examples" / "mlp.py"))
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=15, help="paired rounds of the re-measurement")
+    parser.add_argument("--confirm-rounds", type=int, default=20,
+                        help="each search's --rounds: paired rounds of its confirmation and claim run")
     parser.add_argument("--executor", default="local", choices=("local", "ray"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds for the re-measuring run")
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tuner-repro-") as tmp:
         for label, db in zip(WINNERS, ("a.db", "b.db")):
             winners[label], seconds = tune(model, trials=args.trials, seed=args.seed,
-                                           db_url=f"sqlite:///{Path(tmp) / db}", executor=args.executor)
+                                           db_url=f"sqlite:///{Path(tmp) / db}", executor=args.executor,
+                                           rounds=args.confirm_rounds)
             print(f"{label}: searched in {seconds:.0f} s: {winners[label].describe()}", flush=True)
     variants = (("eager", None), ("default", ()), *((label, s.params) for label, s in winners.items()))
     request = ConfirmRequest(spec=MeasureSpec(str(model), seed=args.seed, timeout_s=args.timeout),

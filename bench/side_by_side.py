@@ -105,8 +105,10 @@ class _Progress:
             print("\n".join(f"  {self.name}: {line}" for line in text.splitlines()), file=sys.stderr, flush=True)
 
 
-def tune(model: Path, *, trials: int, seed: int, db_url: str, executor: str) -> tuple[Stored, float]:
-    """Search `model` as `tuner search` would, into `db_url`; the stored verdict and the seconds it took.
+def tune(model: Path, *, trials: int, seed: int, db_url: str, executor: str,
+         rounds: int = 20) -> tuple[Stored, float]:
+    """Search `model` as `tuner search` would (`rounds`: its --rounds), into `db_url`; the stored
+    verdict and the seconds it took.
 
     Raises TunerError (and its kinds) as `run_search` does, or RuntimeError when the search
     stored no verdict (no trial ran correctly)."""
@@ -116,7 +118,7 @@ def tune(model: Path, *, trials: int, seed: int, db_url: str, executor: str) -> 
     from tuner.trial import MeasureSpec
 
     start = time.monotonic()
-    run_search(SearchOptions(MeasureSpec(str(model), seed=seed), trials=trials, seed=seed),
+    run_search(SearchOptions(MeasureSpec(str(model), seed=seed), trials=trials, seed=seed, rounds=rounds),
                execution=Execution(executor), settings=Settings(db_url=db_url), events=_Progress(model.stem))
     seconds = time.monotonic() - start
     target = prepare_target(str(model), seed=seed)
