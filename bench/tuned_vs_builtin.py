@@ -1,7 +1,8 @@
 """Tuned against built-in: eager, the default compile, each built-in mode and the tuned config, side by side.
 
     python bench/tuned_vs_builtin.py [--trials 8] [--models mlp,gpt2,...] [--rounds 15] [--db URL]
-                                     [--executor local|ray] [--seed 0] [--timeout 3600]
+                                     [--confirm-rounds 20] [--executor local|ray] [--seed 0]
+                                     [--timeout 3600]
 
 For each model it tunes (`tuner.search.run_search`, into a fresh SQLite file in a temporary
 folder unless --db), reads the stored verdict, then measures in ONE fresh process, paired,
@@ -131,7 +132,8 @@ def run_model(name: str, path: Path, args: argparse.Namespace, folder: Path) -> 
     from tuner.trial import ConfirmRequest, MeasureSpec
 
     db_url = args.db or f"sqlite:///{folder / (name + '.db')}"
-    stored, tune_s = tune(path, trials=args.trials, seed=args.seed, db_url=db_url, executor=args.executor)
+    stored, tune_s = tune(path, trials=args.trials, seed=args.seed, db_url=db_url, executor=args.executor,
+                          rounds=args.confirm_rounds)
     request = ConfirmRequest(spec=MeasureSpec(str(path), seed=args.seed, timeout_s=args.timeout),
                              variants=variants(stored), rounds=args.rounds)
     measured = measure(request, ceiling=True, timeout_s=args.timeout)
@@ -195,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--models", help=f"comma-separated, from: {', '.join(MODELS)} (default: all)")
     parser.add_argument("--rounds", type=int, default=15, help="paired rounds of the side-by-side run")
+    parser.add_argument("--confirm-rounds", type=int, default=20,
+                        help="each search's --rounds: paired rounds of its confirmation and claim run")
     parser.add_argument("--db", help="database URL to tune into (default: a fresh SQLite file per model)")
     parser.add_argument("--executor", default="local", choices=("local", "ray"))
     parser.add_argument("--seed", type=int, default=0)
