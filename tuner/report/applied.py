@@ -121,8 +121,9 @@ def compare_applied(model_path: str, *, rounds: int, seed: int = 0) -> Compariso
     ready: dict[str, _Ready] = {}
     paths: dict[str, AppliedPath] = {}
     device = "cpu"
+    references = _references(model_path, seed)
     for label, compiler in compilers.items():
-        paths[label], runner = _prepare(model_path, seed, label, compiler)
+        paths[label], runner = _prepare(model_path, seed, label, compiler, references)
         if runner is not None:
             ready[label], device = runner, runner.device
     plan = RoundPlan(min_rounds=rounds, max_rounds=rounds, samples_per_round=SAMPLES_PER_ROUND,
@@ -136,39 +137,53 @@ def compare_applied(model_path: str, *, rounds: int, seed: int = 0) -> Compariso
     return Comparison(paths=final, threads=torch.get_num_threads(), device=device, rounds=rounds)
 
 
-def _prepare(model_path: str, seed: int, label: str,
-             compiler: Callable[[Any], Any] | None) -> tuple[AppliedPath, _Ready | None]:
-    """Load the file afresh, compile it with `compiler` (None: eager), make its first calls under
-    no_grad while collecting the lookup's lines, and check the last output against eager."""
+def _references(model_path: str, seed: int) -> tuple[list[Any], list[Any] | None]:
+    """The file's eager output under `seed` and its fp64 one (`tuner.measure.fp64_reference`),
+    which every path, loaded under the same seed, is checked against.
+
+    Besides the search's own gate, running the model in float64 puts this process where a
+    trial's and a confirmation's are (they take the same reference): measured on
+    examples/resnet.py, a process that has not run it in float64 runs eager and the default
+    compile 25-35% slower and the frozen compile barely, so without it the table would hold a
+    gain the claim's process never saw (docs/lookup.md, "Measured as you use it")."""
     import torch
 
-    from tuner.measure import fp64_reference, verify_outputs
+    from tuner.measure import fp64_reference
+    from tuner.workload import flatten_outputs, load_model_file
+
+    loaded = load_model_file(model_path, seed=seed)
+    with torch.no_grad():
+        reference = [t.clone() for t in flatten_outputs(loaded.call())]
+    return reference, fp64_reference(loaded)
+
+
+def _prepare(model_path: str, seed: int, label: str, compiler: Callable[[Any], Any] | None,
+             references: tuple[list[Any], list[Any] | None]) -> tuple[AppliedPath, _Ready | None]:
+    """Load the file afresh, compile it with `compiler` (None: eager), make its first calls under
+    no_grad while collecting the lookup's lines, and check the last output against `references`
+    (`_references`) with the search's gate."""
+    import torch
+
+    from tuner.measure import verify_outputs
     from tuner.report.profile import collect_lookup_lines
     from tuner.workload import flatten_outputs, load_model_file
 
     loaded = load_model_file(model_path, seed=seed)
     cuda = loaded.device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    with torch.no_grad():
-        reference = [t.clone() for t in flatten_outputs(loaded.call())]
-        # The search's own gate, fp64 reference included. Running the model in float64 also puts
-        # this process where a trial's and a confirmation's are (they take the same reference):
-        # measured on examples/resnet.py, a process that has not run it in float64 runs eager and
-        # the default compile 25-35% slower, the frozen compile barely, so without it the table
-        # would hold a gain the claim's process never saw (docs/lookup.md, "Measured as you use it").
-        wide = fp64_reference(loaded)
-        with collect_lookup_lines() as lines:
-            start = time.perf_counter()
-            try:
-                model = loaded.model if compiler is None else compiler(loaded.model)
-                for _ in range(FIRST_CALLS):
-                    got = flatten_outputs(loaded.call(model))
-                sync()
-            except Exception as exc:  # a path that fails is a row of the table, as the docstring says
-                first_line = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
-                return AppliedPath(label, lookup=tuple(lines), problem=f"failed: {type(exc).__name__}: "
-                                                                         f"{first_line[:200]}"), None
-            first_s = time.perf_counter() - start
+    with torch.no_grad(), collect_lookup_lines() as lines:
+        start = time.perf_counter()
+        try:
+            model = loaded.model if compiler is None else compiler(loaded.model)
+            for _ in range(FIRST_CALLS):
+                got = flatten_outputs(loaded.call(model))
+            sync()
+        except Exception as exc:  # a path that fails is a row of the table, as the docstring says
+            first_line = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
+            return AppliedPath(label, lookup=tuple(lines), problem=f"failed: {type(exc).__name__}: "
+                                                                     f"{first_line[:200]}"), None
+        first_s = time.perf_counter() - start
+    reference, wide = references
     mismatch = verify_outputs(reference, got, wide).mismatch
     path = AppliedPath(label, first_calls_s=None if compiler is None else first_s, lookup=tuple(lines),
                        problem=None if mismatch is None else f"differs from eager: {mismatch}")
