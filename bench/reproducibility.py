@@ -1,7 +1,7 @@
 """Reproducibility: tune twice from scratch, then re-measure both winners side by side.
 
     python bench/reproducibility.py [--model examples/mlp.py] [--trials 12] [--rounds 15]
-                                    [--confirm-rounds 20] [--executor local|ray] [--seed 0]
+                                    [--confirm-rounds N] [--executor local|ray] [--seed 0]
                                     [--timeout 3600]
 
 Runs the same search twice (`tuner.search.run_search`, the same options, two fresh SQLite
@@ -63,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=str(ROOT / "examples" / "mlp.py"))
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=15, help="paired rounds of the re-measurement")
-    parser.add_argument("--confirm-rounds", type=int, default=20,
-                        help="each search's --rounds: paired rounds of its confirmation and claim run")
+    parser.add_argument("--confirm-rounds", type=int, default=None,
+                        help="each search's --rounds: paired rounds of its confirmation and claim run "
+                             "(default: tuner search's)")
     parser.add_argument("--executor", default="local", choices=("local", "ray"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds for the re-measuring run")

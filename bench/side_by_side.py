@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,9 +106,9 @@ class _Progress:
 
 
 def tune(model: Path, *, trials: int, seed: int, db_url: str, executor: str,
-         rounds: int = 20) -> tuple[Stored, float]:
-    """Search `model` as `tuner search` would (`rounds`: its --rounds), into `db_url`; the stored
-    verdict and the seconds it took.
+         rounds: int | None = None) -> tuple[Stored, float]:
+    """Search `model` as `tuner search` would (`rounds`: its --rounds; None: the search's default),
+    into `db_url`; the stored verdict and the seconds it took.
 
     Raises TunerError (and its kinds) as `run_search` does, or RuntimeError when the search
     stored no verdict (no trial ran correctly)."""
@@ -118,7 +118,8 @@ def tune(model: Path, *, trials: int, seed: int, db_url: str, executor: str,
     from tuner.trial import MeasureSpec
 
     start = time.monotonic()
-    run_search(SearchOptions(MeasureSpec(str(model), seed=seed), trials=trials, seed=seed, rounds=rounds),
+    options = SearchOptions(MeasureSpec(str(model), seed=seed), trials=trials, seed=seed)
+    run_search(options if rounds is None else replace(options, rounds=rounds),
                execution=Execution(executor), settings=Settings(db_url=db_url), events=_Progress(model.stem))
     seconds = time.monotonic() - start
     target = prepare_target(str(model), seed=seed)

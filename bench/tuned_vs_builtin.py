@@ -1,7 +1,7 @@
 """Tuned against built-in: eager, the default compile, each built-in mode and the tuned config, side by side.
 
     python bench/tuned_vs_builtin.py [--trials 8] [--models mlp,gpt2,...] [--rounds 15] [--db URL]
-                                     [--confirm-rounds 20] [--executor local|ray] [--seed 0]
+                                     [--confirm-rounds N] [--executor local|ray] [--seed 0]
                                      [--timeout 3600]
 
 For each model it tunes (`tuner.search.run_search`, into a fresh SQLite file in a temporary
@@ -197,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--models", help=f"comma-separated, from: {', '.join(MODELS)} (default: all)")
     parser.add_argument("--rounds", type=int, default=15, help="paired rounds of the side-by-side run")
-    parser.add_argument("--confirm-rounds", type=int, default=20,
-                        help="each search's --rounds: paired rounds of its confirmation and claim run")
+    parser.add_argument("--confirm-rounds", type=int, default=None,
+                        help="each search's --rounds: paired rounds of its confirmation and claim run "
+                             "(default: tuner search's)")
     parser.add_argument("--db", help="database URL to tune into (default: a fresh SQLite file per model)")
     parser.add_argument("--executor", default="local", choices=("local", "ray"))
     parser.add_argument("--seed", type=int, default=0)
