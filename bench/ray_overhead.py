@@ -8,7 +8,7 @@ Starts a local Ray cluster (or joins --address) and prints, side by side, per wo
 (1, 2, 4, 8), with the driver loop the search uses (keep `capacity` trials in flight, take
 results as they finish):
   noop ms/trial     wall time / trials for no-op trials (the Ray task runs the tests' stand-in
-                    body, tests/ray_stand_ins.py: an OK Measurement, no trial process): dispatch
+                    body, tests/helpers/ray_stand_ins.py: an OK Measurement, no trial process): dispatch
                     plus result;
   +record ms/trial  the same with each result recorded in a SQLite store, as the driver does;
   efficiency        sleep-only trials (no CPU, so 8 fit on 2 cores): ideal time
@@ -37,7 +37,7 @@ from tuner.workers.ray_pool import RayExecutor
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))     # the stand-in trial body lives with the tests
-from ray_stand_ins import stand_in_executor, stand_in_request  # noqa: E402
+from helpers.ray_stand_ins import stand_in_executor, stand_in_request  # noqa: E402
 
 WORKER_COUNTS = (1, 2, 4, 8)
 TINY = TESTS / "models" / "tiny_mlp.py"

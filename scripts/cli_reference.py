@@ -2,7 +2,7 @@
 
 Usage: python scripts/cli_reference.py --write   (regenerate docs/cli.md)
        python scripts/cli_reference.py --check   (exit 1, naming the fix, when docs/cli.md is stale)
-tests/test_docs.py runs the check, so a flag added to the CLI without regenerating fails there.
+tests/system/test_docs.py runs the check, so a flag added to the CLI without regenerating fails there.
 It imports the installed tuner (run it with the venv's python after `pip install .`).
 """
 from __future__ import annotations

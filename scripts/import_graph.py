@@ -20,7 +20,14 @@ Exit status 1, with one line per problem, when
   (the names of the package's `__init__`, or a submodule it lists in `__all__`, imported through
   the package: `from tuner.inductor import gemm_choices`);
 - a module belongs to no unit of FLOORS;
-- a module is longer than --max-lines (default 400).
+- a module is longer than --max-lines (default 380: room before the 400 that forces a split);
+- a face (a subpackage's `__init__`) lists over 20 names in `__all__` and its docstring does not
+  say why (a line starting `Over 20 names:`);
+- a module of the test tree (`tests/`) imports a test module (`test_*`) or `conftest`: what tests
+  share lives in `tests/helpers/` (or in a `conftest.py` fixture).
+
+The face rule binds the package's own modules only. Tests are not in the graph: a package's tests
+(`tests/<package>/`) may import its inner modules, as its own modules do.
 """
 from __future__ import annotations
 
@@ -323,7 +330,44 @@ def long_modules(modules: dict[str, Module], max_lines: int) -> list[str]:
     return problems
 
 
-def check(root: Path, *, max_lines: int = 400) -> tuple[dict[str, dict[str, str]], list[str]]:
+FACE_LIMIT = 20
+FACE_REASON = "Over 20 names:"
+
+
+def face_size_problems(modules: dict[str, Module]) -> list[str]:
+    """Faces over FACE_LIMIT names whose docstring gives no reason."""
+    problems = []
+    for name, names in sorted(face_exports(modules).items()):
+        if len(names) <= FACE_LIMIT or name == "tuner":
+            continue
+        doc = ast.get_docstring(ast.parse(modules[name].path.read_text())) or ""
+        if not any(line.strip().startswith(FACE_REASON) for line in doc.splitlines()):
+            problems.append(f"face: {name} exports {len(names)} names, over {FACE_LIMIT}; export only what other "
+                            f"packages use, or say why in its docstring ('{FACE_REASON} ...')")
+    return problems
+
+
+def test_tree_problems(root: Path) -> list[str]:
+    """Modules of `tests/` that import a test module or conftest, with the line."""
+    tests = root / "tests"
+    problems = []
+    for path in sorted(tests.rglob("*.py")) if tests.is_dir() else ():
+        if "__pycache__" in path.parts:
+            continue
+        try:
+            tree = ast.parse(path.read_text(), filename=str(path))
+        except SyntaxError:         # the deliberately broken model files of tests/models/
+            continue
+        for target, names, _, _ in _imports(tree):
+            named = [*target.split("."), *names]
+            bad = [n for n in named if n.startswith("test_") or n == "conftest"]
+            if bad:
+                problems.append(f"tests: {path.relative_to(root)} imports {'.'.join([target, *names][:2])}: "
+                                "a test module never imports another; move what they share to tests/helpers/")
+    return problems
+
+
+def check(root: Path, *, max_lines: int = 380) -> tuple[dict[str, dict[str, str]], list[str]]:
     """The import graph of the project at `root` (module -> {imported module: kind}) and every
     problem found in it."""
     modules = find_modules(root, package_dirs(root))
@@ -331,13 +375,13 @@ def check(root: Path, *, max_lines: int = 400) -> tuple[dict[str, dict[str, str]
     cycles = strongly_connected({name: set(targets) for name, targets in graph.items()})
     problems = [f"cycle: {' <-> '.join(c)}" for c in cycles]
     return graph, (problems + floor_problems(graph) + face_problems(graph, modules)
-                   + long_modules(modules, max_lines))
+                   + face_size_problems(modules) + long_modules(modules, max_lines) + test_tree_problems(root))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
-    parser.add_argument("--max-lines", type=int, default=400)
+    parser.add_argument("--max-lines", type=int, default=380)
     parser.add_argument("--edges", action="store_true", help="print every module's imports")
     args = parser.parse_args(argv)
     graph, problems = check(args.root, max_lines=args.max_lines)

@@ -11,7 +11,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   else sudo apt-get update -qq && sudo apt-get install -y -qq postgresql >/dev/null; fi
 fi
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
-  # tests/test_report.py opens the report page in headless Chromium through this driver, offline.
+  # tests/report/test_report.py opens the report page in headless Chromium through this driver, offline.
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
   else sudo apt-get update -qq && sudo apt-get install -y -qq chromium chromium-driver >/dev/null; fi
 fi

@@ -2,7 +2,7 @@
 
 Compile-time lookups open the store inside a ~2 s budget, so this module reads the version
 table with plain SQLAlchemy and compares it with `SCHEMA_HEAD`; alembic (tuner.storage.migrate)
-is imported only to explain a mismatch. tests/test_migrations.py checks that `SCHEMA_HEAD`
+is imported only to explain a mismatch. tests/storage/test_migrations.py checks that `SCHEMA_HEAD`
 is the head of the shipped migrations: bump it with every new migration.
 """
 from __future__ import annotations

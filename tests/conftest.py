@@ -1,4 +1,4 @@
-"""Shared fixtures. Helpers that tests import live in tests/helpers.py.
+"""Shared fixtures. Helpers that tests import live in tests/helpers/ (a package).
 
 PostgreSQL: `postgres_server` starts one throw-away cluster per test session on 127.0.0.1
 (a free port, a data folder under the system temp folder, owned by the `postgres` user when
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("exchange_data")   # a plugin of the exchange tests (pytest_plugins)
+pytest.register_assert_rewrite("helpers")   # tests/helpers/: its asserts (and exchange_data, a plugin) explain failures
 
 
 @pytest.fixture(autouse=True)

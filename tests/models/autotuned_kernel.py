@@ -1,4 +1,4 @@
-"""A tiny model whose forward launches a `@tuner.autotune` Triton kernel (tests/test_kernel_discovery.py).
+"""A tiny model whose forward launches a `@tuner.autotune` Triton kernel (tests/kernels/test_kernel_discovery.py).
 
 Load it with TRITON_INTERPRET=1 set before Triton is imported: the kernel then runs on CPU
 tensors. Its timer is a replay timer: it launches the config once (so results stay right),

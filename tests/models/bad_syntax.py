@@ -1,4 +1,4 @@
-"""Deliberately broken: a syntax error on line 5 (for tests/test_modelfile.py)."""
+"""Deliberately broken: a syntax error on line 5 (for tests/workload/test_modelfile.py)."""
 import torch
 
 

@@ -1,4 +1,4 @@
-"""A tiny MLP whose get_inputs takes the batch size, for `--shapes "batch=..."` (tests/test_shapes.py)."""
+"""A tiny MLP whose get_inputs takes the batch size, for `--shapes "batch=..."` (tests/workload/test_shapes.py)."""
 import torch
 from torch import nn
 

@@ -1,5 +1,5 @@
 """Right on its first two calls, wrong from the third on: what a cudagraph replay that differs
-from its warm-up looks like to the gate (tests/test_gate_tolerances.py). Never searched."""
+from its warm-up looks like to the gate (tests/measure/test_gate_tolerances.py). Never searched."""
 import torch
 from torch import nn
 

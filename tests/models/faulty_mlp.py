@@ -7,7 +7,7 @@ The eager reference is always right; while Dynamo traces `forward`, the fault is
 - raise: RuntimeError("injected fault ...") from the first call (-> runtime_error)
 - nan: the compiled output is NaN (-> wrong_result)
 
-`FAULT` picks one. `tests/faults.py` writes copies of this file with another `FAULT`; with
+`FAULT` picks one. `tests/helpers/faults.py` writes copies of this file with another `FAULT`; with
 `FAULT = None`, FAULTY_MLP_PLAN="COUNTER_FILE:f0,f1,..." (set by a test) gives the n-th trial
 process that loads this file fault fn ("-", or past the end: none), counting loads in
 COUNTER_FILE across processes.

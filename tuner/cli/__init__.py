@@ -8,7 +8,7 @@ print, and `progress` a search's live progress. Ctrl-C and SIGTERM stop
 a command the same way: exit 130, after a search has cancelled and recorded its trials in
 flight. A command parses, calls the library and prints; the work is elsewhere
 (`tuner.search.run_search` for a search). Heavy imports stay inside the commands, so
-`tuner --help` loads neither torch nor SQLAlchemy (tests/test_cli.py holds it).
+`tuner --help` loads neither torch nor SQLAlchemy (tests/cli/test_cli.py holds it).
 """
 from __future__ import annotations
 

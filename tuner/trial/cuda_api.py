@@ -3,7 +3,7 @@
 Every call takes the device of the variant being measured ("cuda:1"), never torch's current
 device: with `DEVICE = "cuda:1"` a bare `torch.cuda.synchronize()` or `max_memory_allocated()`
 acts on cuda:0. `CudaApi` is the seam (`TorchCuda` drives torch.cuda; tests drive a recorded
-stand-in, tests/cuda_stand_in.py, on CPU). Standard library only: torch loads when a method runs.
+stand-in, tests/helpers/cuda_stand_in.py, on CPU). Standard library only: torch loads when a method runs.
 """
 from __future__ import annotations
 
