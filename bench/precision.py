@@ -5,7 +5,7 @@
 One process; each model is compiled once per mode through `tuner.inductor.compiler` (the path trials
 and lookup share), then timed in interleaved rounds, shuffled per round; the speedup is the
 median of per-round ratios fp32/mode, with the interquartile range of those ratios. The error
-is `tuner.precision.relative_error` against fp32 eager on the file's inputs. Keep it short
+is `tuner.measure.accuracy.relative_error` against fp32 eager on the file's inputs. Keep it short
 while others use the machine.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from tuner.inductor import compile_config, compile_model
-from tuner.precision import FP32, relative_error
+from tuner.measure.accuracy import relative_error
+from tuner.precision import FP32
 from tuner.workload import flatten_outputs, load_model_file
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -9,7 +9,7 @@ reported as rejected). Then the variants' whole steps (zero_grad, forward, loss,
 optimizer step) are timed in interleaved, shuffled rounds (`tuner.trial.interleaved_rounds`);
 the speedup is the median of per-round ratios default/variant with its interval. The error
 column is the largest norm-wise relative error of any parameter's gradient after one step,
-against eager (`tuner.precision.relative_error`). With `--db`, the config stored there for the
+against eager (`tuner.measure.accuracy.relative_error`). With `--db`, the config stored there for the
 model's training graphs on this machine (by `tuner search --mode train`) is a variant too.
 Keep it short while others use the machine.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from tuner.measure import Rejected, Runner, prepare_training
-from tuner.precision import relative_error
+from tuner.measure.accuracy import relative_error
 from tuner.trial import MeasureSpec, RoundPlan, interleaved_rounds, paired_speedup
 from tuner.workload import load_model_file, loss_call, run_step
 

@@ -10,7 +10,7 @@ import torch
 
 from helpers import MODELS
 from tuner.measure import Rejected, Runner, compare_gradients, compare_outputs, prepare, verify_outputs
-from tuner.precision import accuracy_problem
+from tuner.measure.accuracy import accuracy_problem
 from tuner.trial import MeasureSpec, Status
 from tuner.workload import StepResult, compare_steps, load_model_file, loss_call, run_step
 

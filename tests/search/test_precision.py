@@ -51,7 +51,7 @@ def test_modes_flags_and_the_space() -> None:
 
 
 def test_relative_error_is_norm_wise() -> None:
-    from tuner.precision import accuracy_problem, relative_error
+    from tuner.measure.accuracy import accuracy_problem, relative_error
 
     ref = torch.tensor([1.0, -4.0, 0.5])
     assert relative_error(ref, ref + torch.tensor([0.0, 0.04, 0.0])) == pytest.approx(0.01)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 from tuner.errors import SpaceError, UsageError
-from tuner.precision import FP32, compile_with_precision
+from tuner.inductor.precision import compile_with_precision
+from tuner.precision import FP32
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
     passes to the backend) underneath the stored config, and `torch._functorch.config`
     patched around it when the config has functorch knobs. The global Inductor config is
     left untouched. A `precision` other than fp32 is applied to each graph by
-    `tuner.precision.compile_with_precision`.
+    `tuner.inductor.precision.compile_with_precision`.
 
     With `config.freezing` and grad disabled, a graph that takes a module's parameters or
     buffers as inputs is frozen here, in one trace (`tuner.inductor.freezing`): the result is a

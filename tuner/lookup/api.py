@@ -21,8 +21,8 @@ import torch
 
 from tuner.lookup.backend import TunerBackend
 from tuner.lookup.lookup import Lookup
-from tuner.lookup.opt_in import UNSAFE_OPTION, split_opt_ins
-from tuner.precision import OPTION, get_precision
+from tuner.lookup.opt_in import PRECISION_OPTION, UNSAFE_OPTION, split_opt_ins
+from tuner.precision import get_precision
 from tuner.settings import Settings
 
 
@@ -44,7 +44,7 @@ def compile(model: Callable[..., Any], *, mode: str | None = None, options: Mapp
     prefix as torch.compile's do) for a module, a function for a function.
     """
     if precision is not None:
-        options = {**(options or {}), OPTION: get_precision(precision).name}
+        options = {**(options or {}), PRECISION_OPTION: get_precision(precision).name}
     if unsafe:
         options = {**(options or {}), UNSAFE_OPTION: True}
     split_opt_ins(options)                 # an unknown precision is the caller's mistake, said here

@@ -44,8 +44,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 from tuner.errors import SpaceError
-from tuner.lookup.opt_in import UNSAFE_HINT
-from tuner.precision import FP32, opt_in_hint
+from tuner.lookup.opt_in import UNSAFE_HINT, opt_in_hint
+from tuner.precision import FP32
 from tuner.text import key_values
 
 if TYPE_CHECKING:

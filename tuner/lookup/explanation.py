@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tuner.errors import StorageError
 from tuner.lookup.decision import Decision, Tier, short
-from tuner.precision import FP32, opt_in_hint
+from tuner.lookup.opt_in import opt_in_hint
+from tuner.precision import FP32
 
 if TYPE_CHECKING:
     from tuner.inductor import CompileConfig

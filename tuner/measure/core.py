@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import torch
 
+from tuner.measure.accuracy import FRESH_INPUT_SETS, accuracy_problem
 from tuner.measure.device import allocated_bytes, call_peak_mb, checked_calls, device_sync, select
 from tuner.measure.verify import compare_gradients, compare_outputs, fp64_reference, verify_outputs
 from tuner.precision import FP32
@@ -253,11 +254,10 @@ def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[
     """The accuracy constraint of a candidate in reduced `precision`: on the file's inputs (`first`
     against `reference`) and on FRESH_INPUT_SETS more input sets (`get_inputs()` under the seeds
     after `spec.seed`), the norm-wise relative error against the fp32 eager output
-    (`tuner.precision.relative_error`) must stay within `spec.tolerance`. Returns the line that
+    (`tuner.measure.accuracy.relative_error`) must stay within `spec.tolerance`. Returns the line that
     reports the error measured, or a WRONG_RESULT `Rejected` that says it (a call that fails on
     fresh inputs is rejected like a failing first call)."""
     from tuner.measure.node_lock import compile_lock
-    from tuner.precision import FRESH_INPUT_SETS, accuracy_problem
     from tuner.workload import flatten_outputs
 
     tolerance = spec.tolerance
