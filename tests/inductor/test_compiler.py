@@ -10,8 +10,8 @@ import torch._inductor.config as inductor_config
 from torch._inductor.utils import run_and_get_code
 
 from tuner.errors import SpaceError, UsageError
-from tuner.inductor import CompileConfig, compile_config, compile_model, make_backend, trace_context
-from tuner.inductor.compiler import inductor_patches
+from tuner.inductor import CompileConfig, compile_config, compile_model, make_backend
+from tuner.inductor.compiler import inductor_patches, trace_context
 from tuner.search_spaces import Knob, catalogue, load_space
 
 MAX = "max-autotune-no-cudagraphs"

@@ -35,7 +35,8 @@ def backend_compiles(calls: list[dict]) -> list[dict]:
 
 
 def backend(db: str):
-    from tuner.lookup import Lookup, TunerBackend
+    from tuner.lookup import Lookup
+    from tuner.lookup.backend import TunerBackend
     from tuner.settings import Settings
 
     return TunerBackend(lookup=Lookup(Settings(db_url=db)))
@@ -104,7 +105,7 @@ def test_weights_that_keep_changing_run_unfrozen(db: str, inductor_calls: list[d
 def test_grad_enabled_never_runs_frozen_code(db: str, inductor_calls: list[dict]) -> None:
     """Dynamo guards on grad mode, so a call with grad on is another graph; `FrozenGraph` itself
     also refuses to run frozen with grad on (the case a guard-free caller would reach)."""
-    from tuner.inductor import freezing
+    import tuner.inductor.freezing as freezing
 
     model, x = tiny_model_and_input(3)
     compiled = torch.compile(model, backend=backend(db))

@@ -72,8 +72,9 @@ def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_tha
     from tuner.inductor import compile_config
     from tuner.inductor.triton_choices import attributing, harvesting, lookup_hash
     from tuner.kernels import KernelDatabase
-    from tuner.lookup import Decision, Lookup, Tier
-    from tuner.lookup.backend import _triton_feed
+    from tuner.lookup import Lookup
+    from tuner.lookup.decision import Decision, Tier
+    from tuner.lookup.kernel_feed import triton_feed
     from tuner.settings import Settings
 
     with harvesting(True) as harvest:
@@ -101,7 +102,7 @@ def test_a_settled_kernel_round_trips_through_the_database_and_is_built_with_tha
 
     tuned = compile_config({"max_autotune": True})
     decision = Decision(graph_key=GRAPH, platform=platform, tier=Tier.EXACT, config=tuned, reason="test")
-    patch = _triton_feed(lookup, decision, tuned, 0, graph_key=lambda: GRAPH)
+    patch = triton_feed(lookup, decision, tuned, 0, graph_key=lambda: GRAPH)
     assert patch == {"autotune_lookup_table": {choice.lookup_hash: winner}}
     with inductor_config.patch(patch):
         fed = build_kernel()
@@ -117,8 +118,9 @@ def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(
     from tuner.inductor.triton_choices import TritonChoice, autotunes_triton
     from tuner.kernels import KernelDatabase
     from tuner.keys import platform_from_parts
-    from tuner.lookup import Decision, Lookup, Tier
-    from tuner.lookup.backend import _triton_feed
+    from tuner.lookup import Lookup
+    from tuner.lookup.decision import Decision, Tier
+    from tuner.lookup.kernel_feed import triton_feed
     from tuner.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
@@ -137,7 +139,7 @@ def test_the_backend_feeds_kernels_only_to_a_cuda_graph_whose_config_tunes_them(
         config = compile_config(params)
         assert autotunes_triton(config.inductor) == bool(params)
         decision = Decision(graph_key=GRAPH, platform=where, tier=Tier.EXACT, config=config, reason="test")
-        patch = _triton_feed(lookup, decision, config, 0, graph_key=lambda: GRAPH)
+        patch = triton_feed(lookup, decision, config, 0, graph_key=lambda: GRAPH)
         expected = {"autotune_lookup_table": {"a" * 64: dict(choice.config)}} if fed else None
         assert patch == expected, (params, where.device)
 
@@ -224,13 +226,13 @@ def test_a_freezing_config_is_fed_under_the_key_its_trial_harvested(tmp_path: Pa
     workload = capture_workload(load_model_file(model))
     store_configs(url, workload, current_platform("cpu"), {"freezing": True, "max_autotune": True})
     fed_keys = []
-    real_feed = backend._triton_feed
+    real_feed = backend.triton_feed
 
     def observed(*args, graph_key, **kwargs):
         fed_keys.append(graph_key())
         return real_feed(*args, graph_key=graph_key, **kwargs)
 
-    monkeypatch.setattr(backend, "_triton_feed", observed)
+    monkeypatch.setattr(backend, "triton_feed", observed)
     again = load_model_file(model, seed=0)
     with torch.no_grad():
         tuned = tuner.compile(again.model, db=url)

@@ -51,7 +51,8 @@ def good_db(tmp_path_factory: pytest.TempPathFactory, tiny) -> Path:
 
 def compile_with(url: str, tiny) -> tuple[torch.Tensor, list[warnings.WarningMessage], object]:
     """Compile and run the tiny MLP through a fresh Lookup on `url`; return output, warnings, lookup."""
-    from tuner.lookup import Lookup, TunerBackend
+    from tuner.lookup import Lookup
+    from tuner.lookup.backend import TunerBackend
     from tuner.settings import Settings
 
     model, x, *_ = tiny
@@ -64,7 +65,8 @@ def compile_with(url: str, tiny) -> tuple[torch.Tensor, list[warnings.WarningMes
 
 
 def assert_one_warning_and_defaults(url: str, tiny, *, match: str):
-    from tuner.lookup import LookupWarning, Tier
+    from tuner.lookup import LookupWarning
+    from tuner.lookup.decision import Tier
 
     _, _, default, workload, platform = tiny
     out, caught, lookup = compile_with(url, tiny)
@@ -100,7 +102,8 @@ def test_corrupt_file(tmp_path: Path, tiny) -> None:
 
 
 def test_locked_by_another_writer_answers_within_the_timeout(tmp_path: Path, good_db: Path, tiny) -> None:
-    from tuner.lookup import Lookup, Tier
+    from tuner.lookup import Lookup
+    from tuner.lookup.decision import Tier
     from tuner.settings import Settings
 
     *_, workload, platform = tiny
@@ -129,7 +132,8 @@ def test_locked_by_another_writer_answers_within_the_timeout(tmp_path: Path, goo
 
 
 def test_a_plain_exclusive_writer_does_not_block_the_lookup(tmp_path: Path, good_db: Path, tiny) -> None:
-    from tuner.lookup import Lookup, Tier
+    from tuner.lookup import Lookup
+    from tuner.lookup.decision import Tier
     from tuner.settings import Settings
 
     *_, workload, platform = tiny
@@ -171,7 +175,7 @@ def test_database_without_a_tuner_schema(tmp_path: Path, tiny) -> None:
 ], ids=["unknown-knob", "wrong-type", "unknown-knob-in-unfrozen"])
 def test_stored_config_that_does_not_validate(tmp_path: Path, tiny, params: dict, fields: dict,
                                               match: str) -> None:
-    from tuner.lookup import Tier
+    from tuner.lookup.decision import Tier
 
     *_, workload, platform = tiny
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
@@ -187,7 +191,8 @@ def test_stored_config_that_does_not_validate(tmp_path: Path, tiny, params: dict
 
 def test_unreachable_postgres(tiny) -> None:
     pytest.importorskip("psycopg2")
-    from tuner.lookup import Lookup, Tier
+    from tuner.lookup import Lookup
+    from tuner.lookup.decision import Tier
     from tuner.settings import Settings
 
     *_, platform = tiny
@@ -202,7 +207,8 @@ def test_unreachable_postgres(tiny) -> None:
 
 
 def test_lookup_reads_only(good_db: Path, tiny) -> None:
-    from tuner.lookup import Lookup, Tier
+    from tuner.lookup import Lookup
+    from tuner.lookup.decision import Tier
     from tuner.settings import Settings
 
     *_, workload, platform = tiny

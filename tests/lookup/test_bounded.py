@@ -27,7 +27,8 @@ from sqlalchemy.engine import make_url
 from helpers import MODELS, cli_env
 from helpers.stalling_proxy import StallingProxy
 from helpers.stalls import GRAPH, seed
-from tuner.lookup import Lookup, LookupWarning, Tier
+from tuner.lookup import Lookup, LookupWarning
+from tuner.lookup.decision import Tier
 from tuner.settings import Settings
 
 TIMEOUT_S = 2.0

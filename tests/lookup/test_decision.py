@@ -11,8 +11,10 @@ import torch
 from tuner.errors import SpaceError
 from tuner.inductor import CompileConfig
 from tuner.keys import GraphFingerprint, Platform, platform_from_parts
-from tuner.lookup import (NO_UNFROZEN, Applies, Decision, Explanation, Tier, backend_choice, decide_tier,
-                          format_explanation)
+from tuner.lookup import format_explanation
+from tuner.lookup.choice import NO_UNFROZEN, Applies, backend_choice
+from tuner.lookup.decision import Decision, Tier, decide_tier
+from tuner.lookup.explanation import Explanation
 from tuner.storage import BestConfig
 
 GRAPH = "g" * 32

@@ -42,7 +42,8 @@ def fresh(monkeypatch: pytest.MonkeyPatch):
 
 def test_a_config_that_cannot_compile_here_gives_the_defaults_under_the_users_options(
         tmp_path: Path, fresh: list[bool]) -> None:
-    from tuner.lookup import Lookup, LookupWarning, TunerBackend
+    from tuner.lookup import Lookup, LookupWarning
+    from tuner.lookup.backend import TunerBackend
     from tuner.platform import current_platform
     from tuner.settings import Settings
 

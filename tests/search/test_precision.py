@@ -109,7 +109,8 @@ def test_a_search_measures_and_records_the_precision(tmp_path: Path) -> None:
 
 def test_backend_choice_needs_the_same_precision() -> None:
     from tuner.inductor import compile_config
-    from tuner.lookup import Applies, Decision, Tier, backend_choice
+    from tuner.lookup.choice import Applies, backend_choice
+    from tuner.lookup.decision import Decision, Tier
 
     decision = Decision(graph_key="g", platform=None, tier=Tier.EXACT, config=compile_config(AUTOCAST), reason="")
     for opted in ("fp32", "bf16"):

@@ -62,7 +62,8 @@ def assert_intact(url: str, before: dict) -> None:
 @pytest.mark.postgres
 @pytest.mark.parametrize("stall", list(STALLS))
 def test_a_stalled_postgres_lookup_ends_within_its_budget(postgres_url: str, stall: str) -> None:
-    from tuner.lookup import Lookup, LookupWarning, Tier
+    from tuner.lookup import Lookup, LookupWarning
+    from tuner.lookup.decision import Tier
     from tuner.settings import Settings
 
     platform = seed(postgres_url)

@@ -157,7 +157,8 @@ AT_LOOKUP = {
 @pytest.mark.parametrize("case", AT_LOOKUP)
 def test_a_row_that_fails_the_check_is_skipped_at_lookup_with_one_warning(case: str, tmp_path: Path) -> None:
     from tuner.inductor import CompileConfig
-    from tuner.lookup import Lookup, LookupWarning, Tier
+    from tuner.lookup import Lookup, LookupWarning
+    from tuner.lookup.decision import Tier
     from tuner.platform import current_platform
     from tuner.settings import Settings
 

@@ -128,7 +128,8 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def _compiled(url: str, *, dynamic: bool | None):
-    from tuner.lookup import Lookup, TunerBackend
+    from tuner.lookup import Lookup
+    from tuner.lookup.backend import TunerBackend
     from tuner.settings import Settings
     from tuner.workload import load_model_file
 
@@ -169,7 +170,9 @@ def test_a_dynamic_graph_dispatches_each_size_to_its_nearest_buckets_copy(bucket
     backend compiles a copy per bucket config and each call runs its nearest bucket's copy."""
     from torch._dynamo.utils import counters
 
-    from tuner.lookup import Dispatcher, Lookup, TunerBackend
+    from tuner.lookup import Lookup
+    from tuner.lookup.backend import TunerBackend
+    from tuner.lookup.dispatch import Dispatcher
     from tuner.settings import Settings
     from tuner.workload import load_model_file
 
@@ -197,8 +200,7 @@ def test_a_dynamic_graph_dispatches_each_size_to_its_nearest_buckets_copy(bucket
 
 
 def test_dispatch_binds_a_symbolic_graph_to_its_static_buckets() -> None:
-    from tuner.lookup import Dispatcher, bind
-    from tuner.lookup.dispatch import SymbolSite, symbol_sites
+    from tuner.lookup.dispatch import Dispatcher, SymbolSite, bind, symbol_sites
 
     static = ("tuner-fingerprint v1; grad=0 autocast[cpu]=off\n"
               "%0 = placeholder () :: T([64,32] stride=32,1 float32 cpu rg=0) param\n"

@@ -14,8 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 from tuner.errors import SpaceError, UsageError
+from tuner.inductor.freezing import FrozenGraph, static_inputs
 from tuner.inductor.precision import compile_with_precision
+from tuner.inductor.triton_choices import attributing
 from tuner.precision import FP32
+from tuner.workload import fingerprint_graph
 
 
 @dataclass(frozen=True)
@@ -112,10 +115,7 @@ def make_backend(config: CompileConfig, *, user_patches: Mapping[str, Any] | Non
         import torch._functorch.config as functorch_config
         from torch._inductor import compile_fx as inductor_compile_fx
 
-        from tuner.inductor.freezing import FrozenGraph, static_inputs
-        from tuner.inductor.triton_choices import attributing
         from tuner.search_spaces import mode_options
-        from tuner.workload import fingerprint_graph
 
         user: dict[str, Any] = dict(mode_options(mode)) if mode else {}
         user.update(options or {})

@@ -13,10 +13,10 @@ Dynamo hands it, the backend
    the user's mode and options are all there is, exactly as with `backend="inductor"`.
    Where the stored verdict is "eager won", the graph runs uncompiled (`gm.forward`).
    A graph with symbolic sizes that tuned shape buckets bind (`tuner search --shapes`) gets one
-   compiled copy per bucket config and a `tuner.lookup.Dispatcher` that runs each call's
+   compiled copy per bucket config and a `tuner.lookup.dispatch.Dispatcher` that runs each call's
    nearest bucket (`_per_bucket`).
 
-The backend applies only configs that were measured as such (`tuner.lookup.backend_choice`).
+The backend applies only configs that were measured as such (`tuner.lookup.choice.backend_choice`).
 A stored config whose precision is not fp32 (`tuner search --precision`) applies only where
 the compile call opted in to that precision, `options={"precision": "bf16-autocast"}`, and one
 whose search ran with `--unsafe` only where it opted in with `options={"unsafe": True}` (the
@@ -37,25 +37,28 @@ decision per graph to stderr, once per graph and platform: the backend asks
 """
 from __future__ import annotations
 
-import contextlib
+import copy
 import itertools
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tuner.errors import UsageError
-from tuner.lookup.decision import NO_UNFROZEN, Applies, Choice, Decision, Tier, backend_choice, short
+from tuner.inductor import CompileConfig, make_backend
+from tuner.lookup.choice import NO_UNFROZEN, Applies, Choice, backend_choice
+from tuner.lookup.decision import Decision, Tier, short
+from tuner.lookup.dispatch import Dispatcher, symbol_sites
 from tuner.lookup.explanation import Explanation, config_text, explain_graph, print_explanation
 from tuner.lookup.fallback import compile_stored
+from tuner.lookup.kernel_feed import gemm_feed, triton_feed
 from tuner.lookup.lookup import GraphLookup, Lookup, process_lookup
 from tuner.lookup.opt_in import split_opt_ins
+from tuner.workload import fingerprint_graph
 
 if TYPE_CHECKING:
     import torch.fx
 
-    from tuner.inductor import CompileConfig
     from tuner.keys import GraphFingerprint, Platform
-    from tuner.lookup.dispatch import Dispatcher
 
 log = logging.getLogger("tuner.lookup")
 
@@ -69,7 +72,7 @@ class TunerBackend:
 
     `tuner_backend` (the entry point) is the plain instance; `tuner.compile` makes its own, with
     its own `lookup` where `db=` is given. `lookup` defaults to the process-wide
-    `tuner.lookup.process_lookup()`.
+    `tuner.lookup.lookup.process_lookup()`.
     """
 
     def __init__(self, *, mode: str | None = None, options: Mapping[str, Any] | None = None,
@@ -123,15 +126,11 @@ class _Build:
         self.mode, self.options, self.precision, self.unsafe = mode, options, precision, unsafe
 
     def defaults(self, gm: "torch.fx.GraphModule") -> Callable:
-        from tuner.inductor import CompileConfig, make_backend
-
         return make_backend(CompileConfig())(gm, self.inputs, mode=self.mode, options=self.options)
 
     def compiled(self, decision: Decision, choice: Choice, gm: "torch.fx.GraphModule",
                  fingerprint: "GraphFingerprint | None") -> Callable:
         """The compiled graph `gm` (this graph, or a per-bucket copy of it) under `choice`."""
-        from tuner.inductor import make_backend
-
         if choice.applies is Applies.EAGER:
             return gm.forward
         if choice.config.is_default:
@@ -143,9 +142,9 @@ class _Build:
                 lambda g, inputs: make_backend(thawed.config)(g, inputs, mode=self.mode, options=self.options))
 
         def stored() -> Callable:
-            kernels = _triton_feed(self.lookup, decision, choice.config, self.index,
+            kernels = triton_feed(self.lookup, decision, choice.config, self.index,
                                    graph_key=_own_key(self.lookup, gm, self.inputs, fingerprint, self.index))
-            with _gemm_feed(self.lookup, decision, choice.config, self.index):
+            with gemm_feed(self.lookup, decision, choice.config, self.index):
                 return make_backend(choice.config, user_patches=kernels, thaw=thaw)(
                     gm, self.inputs, mode=self.mode, options=self.options)
 
@@ -154,17 +153,13 @@ class _Build:
                               lambda: self.defaults(gm), self.lookup.warn_once)
 
 
-def _per_bucket(build: _Build, fingerprint: "GraphFingerprint", platform: "Platform") -> "Dispatcher | None":
+def _per_bucket(build: _Build, fingerprint: "GraphFingerprint", platform: "Platform") -> Dispatcher | None:
     """For a graph with symbolic sizes that tuned shape buckets bind (`Lookup.bucket_decisions`):
     one copy of the graph per distinct config the buckets apply (`backend_choice` per bucket),
-    compiled now (each under `fallback`'s guard), and the `tuner.lookup.Dispatcher` that runs each
+    compiled now (each under `fallback`'s guard), and the `tuner.lookup.dispatch.Dispatcher` that runs each
     call's nearest bucket. None for a static graph or when no bucket binds (the graph is then a
     plain miss)."""
-    import copy
-
     import torch
-
-    from tuner.lookup.dispatch import Dispatcher, symbol_sites
 
     sites = symbol_sites(fingerprint.code)
     buckets = build.lookup.bucket_decisions(fingerprint, platform) if sites else []
@@ -204,52 +199,10 @@ def _own_key(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequenc
         return lambda: fingerprint.key
 
     def compute() -> str | None:
-        from tuner.workload import fingerprint_graph
-
         found = lookup.guarded("fingerprint", index, lambda: fingerprint_graph(gm, list(example_inputs), index=index))
         return None if found is None else found.key
 
     return compute
-
-
-def _triton_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int, *,
-                 graph_key: Callable[[], str | None]) -> dict[str, Any] | None:
-    """For a CUDA graph whose applied config tunes Inductor's Triton kernels: the configs they
-    settled on when that config was measured on this graph (`graph_key()`, the graph as traced now:
-    `tuner.inductor.triton_choices`), as the `autotune_lookup_table` patch, so those kernels benchmark
-    nothing; None when there are none."""
-    from tuner.inductor import triton_choices
-
-    platform = decision.platform
-    if platform is None or platform.device != "cuda" or not triton_choices.autotunes_triton(config.inductor):
-        return None
-    key = graph_key()
-    table = None if key is None else lookup.guarded("read the Triton kernel configs of", index,
-                                                    lambda: lookup.triton_table(key, platform.key))
-    if not table:
-        return None
-    log.info("tuner: graph %d (key %s): %d Triton kernel(s) take their stored tile config",
-             index, short(key), len(table))
-    return {"autotune_lookup_table": table}
-
-
-@contextlib.contextmanager
-def _gemm_feed(lookup: Lookup, decision: Decision, config: "CompileConfig", index: int) -> Iterator[None]:
-    """Around the compile of a graph whose applied config turns on `max_autotune`: each GEMM
-    Inductor would autotune takes the winner harvested when that config was measured
-    (`tuner.inductor.gemm_choices`), benchmarking nothing; GEMMs without one are autotuned as usual."""
-    from tuner.inductor import gemm_choices
-
-    platform = decision.platform
-    if platform is None or platform.device not in ("cpu", "cuda") or not gemm_choices.autotunes_gemms(config.inductor):
-        yield
-        return
-
-    with gemm_choices.feeding(lambda key: lookup.gemm_winner(key, platform.key)) as feed:
-        yield
-    if feed.fed or feed.missed:
-        log.info("tuner: graph %d (key %s): %d GEMM(s) took their stored choice, %d autotuned by Inductor",
-                 index, short(decision.graph_key), feed.fed, feed.missed)
 
 
 def _say_unmeasured_once(decision: Decision) -> None:

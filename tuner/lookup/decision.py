@@ -1,4 +1,4 @@
-"""Decisions: which stored config applies to one graph on one platform, as a pure function.
+"""Decisions: which stored config applies to one graph on one platform, as pure functions.
 
 `decide_tier` holds the tier rules; it reads no database and keeps no state, so it is
 tested with hand-made values. `tuner.lookup.Lookup` feeds it the rows the store returns
@@ -22,14 +22,7 @@ Three tiers, in order:
 
 Anything else is a miss: Inductor's defaults.
 
-`backend_choice` holds the other rule, also pure: what a backend does with a decided graph.
-It applies only a config that was measured as such: the eager verdict runs the graph
-uncompiled; a config that needs freezing applies where the graph is compiled with grad
-disabled, and elsewhere the config measured without freezing beside it (or, when none was,
-Inductor's defaults). A config whose precision is not fp32 applies only where the compile call opted
-in to that same precision (`options={"precision": ...}`); elsewhere Inductor's defaults. Likewise a
-row whose search ran with `--unsafe` (`BestConfig.unsafe`) applies only where the call opted in
-with `options={"unsafe": True}` (`tuner.compile(..., unsafe=True)`; `split_opt_ins`).
+What a backend then does with a decision is `tuner.lookup.choice.backend_choice`.
 
 Every stored row is untrusted input: before a tier uses one, `tuner.storage.trust.best_problem`
 checks it against what this platform can apply (knobs of this device's table, values in range,
@@ -44,12 +37,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 from tuner.errors import SpaceError
-from tuner.lookup.opt_in import UNSAFE_HINT, opt_in_hint
-from tuner.precision import FP32
+from tuner.inductor import CompileConfig, compile_config
+from tuner.lookup.dispatch import bind
 from tuner.text import key_values
+from tuner.workload import nearest, size_distance
 
 if TYPE_CHECKING:
-    from tuner.inductor import CompileConfig
     from tuner.keys import GraphFingerprint, Platform
     from tuner.storage import BestConfig
 
@@ -86,12 +79,12 @@ class Decision:
     graph_key: str
     platform: "Platform | None"        # None only when the platform itself could not be read
     tier: Tier
-    config: "CompileConfig"
+    config: CompileConfig
     reason: str                        # one line for logs and `tuner explain`
     best: "BestConfig | None" = None
     source: "Platform | None" = None
     elsewhere: tuple[StoredElsewhere, ...] = ()
-    unfrozen: "CompileConfig | None" = None
+    unfrozen: CompileConfig | None = None
 
     @property
     def hit(self) -> bool:
@@ -101,91 +94,6 @@ class Decision:
     def eager(self) -> bool:
         """The stored verdict is "eager won": run this graph uncompiled."""
         return self.hit and self.best is not None and self.best.eager
-
-
-class Applies(str, enum.Enum):
-    """What a backend does with one graph (`backend_choice`)."""
-
-    CONFIG = "config"            # compile with `Decision.config`: stored as measured, or defaults
-    EAGER = "eager"              # eager won: run the graph uncompiled
-    UNFROZEN = "unfrozen"        # config needs freezing, grad enabled: the config measured without
-    UNMEASURED = "unmeasured"    # as UNFROZEN, but none was measured (an older row): Inductor's defaults
-    NOT_OPTED_IN = "not-opted-in"  # the config changes precision, or is unsafe, and the call did not opt in: defaults
-
-
-@dataclass(frozen=True)
-class Choice:
-    """What a backend applies to one graph: `config` (unused for EAGER), and a `note` saying
-    why when it is not simply the decided config ("" otherwise)."""
-
-    applies: Applies
-    config: "CompileConfig"
-    note: str = ""
-
-
-NO_UNFROZEN = ("the stored config needs freezing (inference only), and no config without freezing was measured "
-               "for it; call the model under torch.no_grad() or re-run `tuner search`")
-
-
-def backend_choice(decision: Decision, *, can_freeze: bool, precision: str = FP32, unsafe: bool = False) -> Choice:
-    """Which config a backend applies to the graph of `decision`: what `_measured_choice` picks,
-    unless that config's precision is neither fp32 nor `precision` (the one the compile call
-    opted in to), or the row's search ran with --unsafe and the call did not opt in (`unsafe`):
-    then Inductor's defaults (NOT_OPTED_IN, the note says how to opt in). Eager, and defaults
-    that won, apply whatever the row's flag: neither changes numerics."""
-    from tuner.inductor import CompileConfig
-
-    choice = _measured_choice(decision, can_freeze=can_freeze)
-    if choice.config.precision not in (FP32, precision):
-        return Choice(Applies.NOT_OPTED_IN, CompileConfig(),
-                      f"{opt_in_hint(choice.config.precision)}; applying Inductor's defaults")
-    flagged = decision.best is not None and decision.best.unsafe
-    if flagged and not unsafe and choice.applies in (Applies.CONFIG, Applies.UNFROZEN) and not choice.config.is_default:
-        return Choice(Applies.NOT_OPTED_IN, CompileConfig(), f"{UNSAFE_HINT}; applying Inductor's defaults")
-    return choice
-
-
-def _measured_choice(decision: Decision, *, can_freeze: bool) -> Choice:
-    """Which config a backend applies to the graph of `decision`; the backend never applies a
-    config that was not measured as such.
-
-    `can_freeze`: the graph is compiled with grad disabled, so freezing (inference only) can
-    apply (`tuner.inductor.freezing`). An eager verdict runs uncompiled (EAGER). A config that needs
-    freezing applies as stored only where it can freeze; elsewhere `decision.unfrozen` applies
-    (EAGER instead where the stored verdict says eager beat every config without freezing)
-    (measured beside it; `CompileConfig()` when Inductor's defaults won among configs without
-    freezing), or Inductor's defaults when none was measured (UNMEASURED, note NO_UNFROZEN).
-    Everything else, misses included, is `decision.config`.
-    """
-    from tuner.inductor import CompileConfig
-
-    if decision.eager:
-        return Choice(Applies.EAGER, CompileConfig(), "no Inductor compile")
-    if not decision.config.freezing or can_freeze:
-        return Choice(Applies.CONFIG, decision.config)
-    if decision.unfrozen is None:
-        return Choice(Applies.UNMEASURED, CompileConfig(), f"{NO_UNFROZEN}; applying Inductor's defaults")
-    if decision.best is not None and decision.best.unfrozen_eager:
-        return Choice(Applies.EAGER, CompileConfig(),
-                      "the stored config needs freezing, which applies only with grad disabled; without it, "
-                      "eager beat every config measured: runs uncompiled")
-    return Choice(Applies.UNFROZEN, decision.unfrozen,
-                  f"the stored config needs freezing, which applies only with grad disabled; applying "
-                  f"{unfrozen_label(decision.best)}")
-
-
-def unfrozen_label(best: "BestConfig | None") -> str:
-    """The config measured without freezing beside a freezing winner, as one phrase:
-    "max_fusion_size=16, measured without freezing (speedup 1.050x)", or for {} "Inductor's
-    defaults, which won among the configs without freezing (...)"; "none measured" for None."""
-    if best is None or best.unfrozen_params is None:
-        return "none measured"
-    if best.unfrozen_eager:
-        return "eager (runs uncompiled), which beat every config without freezing"
-    knobs = key_values(sorted(best.unfrozen_params.items()))
-    text = (f"{knobs}, measured without freezing" if knobs
-            else "Inductor's defaults, which won among the configs without freezing")
-    return text if best.unfrozen_speedup is None else f"{text} (speedup {best.unfrozen_speedup:.3f}x)"
 
 
 def short(key: str) -> str:
@@ -201,8 +109,6 @@ def decide_tier(graph_key: str, platform: "Platform",
     what that means; `Lookup` falls back to defaults). A same-hardware config that does not
     validate is skipped and named in `elsewhere`. A miss returns tier MISS.
     """
-    from tuner.inductor import CompileConfig
-
     exact = [(b, p) for b, p in stored_rows if p.key == platform.key]
     if exact:
         best, source = exact[0]
@@ -243,8 +149,6 @@ def decide_nearest_bucket(miss: Decision, code: str,
     hit on the config of the nearest of `buckets` (workload name, bucket graph, its config on
     `miss.platform`: `Store.bucket_configs`) by `tuner.workload.nearest`; `miss` itself when no
     bucket is the same graph at other sizes. Raises SpaceError when that config does not validate."""
-    from tuner.workload import nearest, size_distance
-
     found = nearest(code, [graph.code for _, graph, _ in buckets])
     if found is None:
         return miss
@@ -259,13 +163,12 @@ def decide_nearest_bucket(miss: Decision, code: str,
 
 
 def bucket_decisions(graph_key: str, platform: "Platform", code: str,
-                     buckets: Sequence[tuple[str, "GraphFingerprint", "BestConfig"]]) -> list[tuple[dict[str, int], Decision]]:
+                     buckets: Sequence[tuple[str, "GraphFingerprint", "BestConfig"]],
+                     ) -> list[tuple[dict[str, int], Decision]]:
     """For a graph with symbolic sizes (canonical text `code`), one NEAREST_BUCKET decision per
-    bucket graph it is at fixed sizes (`tuner.lookup.bind`), with that bucket's sizes by symbol:
+    bucket graph it is at fixed sizes (`tuner.lookup.dispatch.bind`), with that bucket's sizes by symbol:
     what the backend compiles a copy of the graph for and dispatches among. Empty when none binds.
     Raises SpaceError when a bucket's config does not validate."""
-    from tuner.lookup.dispatch import bind
-
     found = []
     for name, graph, best in buckets:
         sizes = bind(code, graph.code)
@@ -277,13 +180,12 @@ def bucket_decisions(graph_key: str, platform: "Platform", code: str,
     return found
 
 
-def _config_of(best: "BestConfig", platform: "Platform") -> "CompileConfig":
+def _config_of(best: "BestConfig", platform: "Platform") -> CompileConfig:
     """The stored config as a CompileConfig, checked against what `platform` (this one) can apply
     (`tuner.storage.trust.best_problem`, the row as a whole: evidence, text, both knob sets) and
     re-validated against this torch; SpaceError naming the problem if not. Call it before
     `_unfrozen_of`, which relies on the row check done here."""
-    from tuner.inductor import CompileConfig, compile_config
-    from tuner.storage import best_problem
+    from tuner.storage import best_problem    # lazy: the storage's face loads SQLAlchemy
 
     problem = best_problem(best, platform)
     if problem is not None:
@@ -291,11 +193,9 @@ def _config_of(best: "BestConfig", platform: "Platform") -> "CompileConfig":
     return CompileConfig() if best.is_default or best.eager else compile_config(dict(best.params))
 
 
-def _unfrozen_of(best: "BestConfig") -> "CompileConfig | None":
+def _unfrozen_of(best: "BestConfig") -> CompileConfig | None:
     """The config measured without freezing, re-validated like the params (SpaceError if not,
     or if it turns freezing on after all)."""
-    from tuner.inductor import compile_config
-
     if best.unfrozen_params is None:
         return None
     config = compile_config(dict(best.unfrozen_params))

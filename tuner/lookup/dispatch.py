@@ -4,7 +4,7 @@
 graphs Dynamo traces at each size. A program that compiles without `dynamic=False` gets, from its
 second shape on, one graph with a symbolic size (Dynamo's automatic dynamic shapes), whose key no
 bucket has. For such a graph the backend compiles one copy per distinct bucket config (each
-bucket's config as measured, `tuner.lookup.backend_choice` rules included) and returns a
+bucket's config as measured, `tuner.lookup.choice.backend_choice` rules included) and returns a
 `Dispatcher`, which reads the symbolic sizes off each call's inputs and runs the copy of the
 nearest bucket (`tuner.workload.closest`: the smallest largest size ratio, ties to the larger
 bucket). One Dynamo graph, one compile per distinct config, no recompiles as sizes change.

@@ -9,7 +9,7 @@ tuner's own, which `split_opt_ins` takes out before Inductor sees the options:
   unsafe=True)`).
 
 Without the opt-in such a row's graph gets Inductor's defaults and the backend says once per
-process how to opt in (`tuner.lookup.backend_choice`).
+process how to opt in (`tuner.lookup.choice.backend_choice`).
 """
 from __future__ import annotations
 
