@@ -81,11 +81,11 @@ class ReadOnlyDatabase:
                        f"{consequence}This is a bug in tuner: please report it (the traceback is logged "
                        f"at DEBUG on the tuner.lookup logger)")
 
-    def _give_up(self, exc: StorageError, consequence: str) -> None:
-        """The database cannot be used (`exc`): never read it again in this process, and say so once."""
+    def _give_up(self, exc: StorageError) -> None:
+        """The database cannot be used (`exc`): never read it again in this process (the caller says so
+        once, naming what happens instead)."""
         self._unusable = str(exc)
         self._close_store()
-        self.warn_once(f"tuner: {exc}; {consequence} (tuner will not read the database again in this process)")
 
     # -- the kernel rows ---------------------------------------------------------
     def gemm_winner(self, gemm_key: str, platform_key: str) -> str | None:
@@ -128,7 +128,9 @@ class ReadOnlyDatabase:
             try:
                 records = self._read(read)
             except StorageError as exc:
-                self._give_up(exc, f"Inductor tunes {tuner} itself")
+                self._give_up(exc)
+                self.warn_once(f"tuner: {exc}; Inductor tunes {tuner} itself "
+                               f"(tuner will not read the database again in this process)")
                 return empty
             except Exception as exc:  # noqa: BLE001 - a row anyone can write must not break the user's compile
                 log.debug("tuner kernel lookup failed", exc_info=True)

@@ -130,7 +130,9 @@ class Lookup(ReadOnlyDatabase):
                 decision = self._decide(graph_key, platform, code)
             except StorageError as exc:
                 decision = self._unavailable(graph_key, platform, f"database unusable: {exc}")
-                self._give_up(exc, "compiling with Inductor's defaults")
+                self._give_up(exc)
+                self.warn_once(f"tuner: {exc}; compiling with Inductor's defaults "
+                               f"(tuner will not read the database again in this process)")
             except SpaceError as exc:
                 decision = self._unavailable(graph_key, platform, f"stored config is invalid: {exc}")
                 self.warn_once(f"tuner: the config stored for graph {short(graph_key)} on this platform "
@@ -157,7 +159,9 @@ class Lookup(ReadOnlyDatabase):
                 return bucket_decisions(fingerprint.key, platform, fingerprint.code,
                                         self._bucket_configs(platform.key))
             except StorageError as exc:
-                self._give_up(exc, "compiling with Inductor's defaults")
+                self._give_up(exc)
+                self.warn_once(f"tuner: {exc}; compiling with Inductor's defaults "
+                               f"(tuner will not read the database again in this process)")
             except SpaceError as exc:
                 self.warn_once(f"tuner: a shape bucket's config for dynamic graph {short(fingerprint.key)} is "
                                f"invalid ({printable(exc)}); compiling that graph with Inductor's defaults; "
