@@ -5,7 +5,7 @@ its decisions on it). The store is opened at the first read, not before (`import
 `torch.compile(...)` stay cheap), read-only (SQLite `mode=ro`, PostgreSQL read-only sessions),
 never created, never migrated, and every read runs within `Settings.lookup_timeout_s`. When the
 database is missing, unreachable, locked, corrupt or on another schema revision, the reader gives
-up on it for the process (`give_up`): it is not opened again, so every later graph answers at
+up on it for the process (`_give_up`): it is not opened again, so every later graph answers at
 once. Whatever goes wrong, the process gets a single `LookupWarning` through `warnings.warn`
 (`warn_once`; later problems go to the `tuner.lookup` logger at INFO).
 
