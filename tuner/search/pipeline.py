@@ -17,7 +17,7 @@ from typing import Any, Mapping, Protocol
 from tuner.errors import ModelFileError, TunerError, UsageError
 from tuner.kernels import KernelLaunch, discover_kernels
 from tuner.platform import Platform
-from tuner.search.confirming import confirm_through, failure_line
+from tuner.search.confirmation_retries import confirm_through, failure_line
 from tuner.search.driver import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
 from tuner.search.objectives import LATENCY_ONLY, front_finalists
 from tuner.search.verdict import Verdict, best_configs, conclude, pick_finalists
