@@ -1,6 +1,6 @@
 """The whole `tuner search`, for the CLI and for Python: `run_search`.
 
-    from tuner.pipeline import Execution, MeasureSpec, SearchOptions, run_search
+    from tuner.search import Execution, MeasureSpec, SearchOptions, run_search
     results = run_search(SearchOptions(MeasureSpec("model.py"), trials=20), execution=Execution("local"))
 
 Nothing is written before the model file has loaded and run in eager mode, except the configs
