@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tuner.search.options import SearchInterrupted, SearchOptions, SearchOutcome, Target
     from tuner.search.pipeline import Execution, SearchEvents, SearchResult, prepare_target, run_search
     from tuner.search.recording import plan_recording, record
-    from tuner.search.verdict import Verdict, measured_speedup
+    from tuner.search.verdict import Verdict
     from tuner.trial import MeasureSpec
 
 # name -> the module that defines it, imported when the name is first used
@@ -42,7 +42,7 @@ _LAZY = {
     "SearchResult": "tuner.search.pipeline", "prepare_target": "tuner.search.pipeline",
     "run_search": "tuner.search.pipeline",
     "plan_recording": "tuner.search.recording", "record": "tuner.search.recording",
-    "Verdict": "tuner.search.verdict", "measured_speedup": "tuner.search.verdict",
+    "Verdict": "tuner.search.verdict",
     "MeasureSpec": "tuner.trial",
 }
 
@@ -59,7 +59,6 @@ __all__ = [
     "Target",
     "Verdict",
     "front",
-    "measured_speedup",
     "objective_values",
     "parse_objectives",
     "plan_recording",
