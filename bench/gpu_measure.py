@@ -1,6 +1,6 @@
 """Section e of bench/gpu_check.py: what issue 24 changed in measurement, on the real device.
 
-  e1. the clock: a launch-bound model timed by `tuner.trial.CudaClock` (host waits after the
+  e1. the clock: a launch-bound model timed by `tuner.trial.timing.CudaClock` (host waits after the
       L2 flush, events around back-to-back calls) against the wall clock over back-to-back
       synchronised calls, and against the old protocol (one call per event pair, no wait after
       the flush), which hid host work; the flush buffer's size against the L2 cache;
@@ -96,7 +96,8 @@ def _clock(check: Any, device: str, mlp: Any, conv: Any) -> list[str]:
         return []
     import torch
 
-    from tuner.trial import CudaClock, calibrate, min_sample_s, median_and_iqr, time_samples, torch_cuda
+    from tuner.trial import calibrate, median_and_iqr, time_samples, torch_cuda
+    from tuner.trial.timing import CudaClock, min_sample_s
 
     runner = _runner(mlp, ())
     with torch.no_grad():

@@ -216,8 +216,8 @@ def measure_applied(model: Path, *, db_url: str, rounds: int, seed: int, timeout
 
 
 def interval(values: tuple[float, ...] | list[float]) -> tuple[float, float, float]:
-    """Median and its order-statistic interval (tuner.trial.median_interval)."""
-    from tuner.trial import median_interval
+    """Median and its order-statistic interval (tuner.trial.stats.median_interval)."""
+    from tuner.trial.stats import median_interval
 
     low, high = median_interval(list(values))
     return statistics.median(values), low, high

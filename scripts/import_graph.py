@@ -48,9 +48,8 @@ GROUND = ("tuner.errors", "tuner.settings", "tuner.version", "tuner.text", "tune
           "tuner.platform", "tuner.precision")
 
 # Units bottom floor first (docs/architecture.md says why each stands where it does). A unit is a
-# package (the package and every module below it) or, for "tuner", "tuner.__main__" and the
-# compatibility shim "tuner.pipeline", exactly that module. Units on one floor import each other in
-# neither direction.
+# package (the package and every module below it) or, for "tuner" and "tuner.__main__", exactly
+# that module. Units on one floor import each other in neither direction.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("ground",),
     ("tuner.trial",),
@@ -62,11 +61,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("tuner.measure", "tuner.lookup"),
     ("tuner.workers", "tuner"),
     ("tuner.search",),
-    ("tuner.report", "tuner.pipeline"),
+    ("tuner.report",),
     ("tuner.cli",),
     ("tuner.__main__",),
 )
-EXACT = ("tuner", "tuner.__main__", "tuner.pipeline")
+EXACT = ("tuner", "tuner.__main__")
 
 # Imports the floors would allow but the design forbids: the executors start trial processes and
 # never run the compile-time lookup or the Dynamo capture themselves.

@@ -12,7 +12,9 @@ import pytest
 
 from helpers.cuda_stand_in import FakeCuda, launches
 from tuner.measure.device import call_peak_mb, checked_calls, device_sync, select
-from tuner.trial import CudaClock, RoundPlan, flush_buffer, interleaved_rounds
+from tuner.trial import RoundPlan, interleaved_rounds
+from tuner.trial.cuda_api import flush_buffer
+from tuner.trial.timing import CudaClock
 
 
 def test_the_event_pair_holds_the_host_work_of_a_launch_bound_model() -> None:

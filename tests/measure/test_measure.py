@@ -12,7 +12,8 @@ from helpers.faults import faulty_model
 from helpers import MODELS
 from tuner.measure import Rejected, Runner, compare_outputs, prepare
 from tuner.trial import (DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement,
-                         Status, TrialRequest, VariantResult, median_and_iqr, median_interval, speedup)
+                         Status, TrialRequest, VariantResult, median_and_iqr, speedup)
+from tuner.trial.stats import median_interval
 
 
 def test_compare_outputs_by_dtype() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import MODELS
-from tuner.search.confirming import confirm_through
+from tuner.search.confirmation_retries import confirm_through
 from tuner.search.pipeline import _confirm
 from tuner.search.verdict import Finalist, conclude, request
 from tuner.trial import DEFAULT, EAGER, Candidate, ConfirmFailed, ConfirmResult, MeasureSpec, Status, VariantResult

@@ -25,9 +25,9 @@ from tuner.search.driver import Driver, open_study
 from tuner.search.verdict import pick_finalists
 from tuner.search_spaces import load_space
 from tuner.storage import Store, TrialRecord, ensure_schema
-from tuner.trial import (Candidate, MeasureSpec, Measurement, PruneHistory, PruneSpec, RoundPlan, RoundPruner,
-                         RoundValues, Status, TrialRequest, interleaved_rounds, paired_speedup, replay_pruning)
-from tuner.trial.pruning import step_values
+from tuner.trial import (Candidate, MeasureSpec, Measurement, PruneHistory, RoundPlan, RoundPruner, RoundValues, Status,
+                         TrialRequest, interleaved_rounds, paired_speedup, replay_pruning)
+from tuner.trial.pruning import PruneSpec, step_values
 from tuner.workers.isolation import run_isolated
 from tuner.workers.replay import ReplayExecutor
 from tuner.workload import GraphFingerprint, Workload

@@ -48,7 +48,7 @@ def test_rounds_never_stop_before_the_minimum_nor_pass_the_maximum() -> None:
     assert len(interleaved_rounds(variants, never_narrow, baseline="default", rng=random.Random(1))["other"]) == 7
     always_narrow = RoundPlan(min_rounds=6, max_rounds=40, target_width=10.0, budget_s=None)
     assert len(interleaved_rounds(variants, always_narrow, baseline="default", rng=random.Random(1))["other"]) == 6
-    # Below 6 rounds an interval is unbounded (tuner.trial.median_interval), so no width target is met.
+    # Below 6 rounds an interval is unbounded (tuner.trial.stats.median_interval), so no width target is met.
     too_few = RoundPlan(min_rounds=4, max_rounds=40, target_width=10.0, budget_s=None)
     assert len(interleaved_rounds(variants, too_few, baseline="default", rng=random.Random(1))["other"]) == 6
 

@@ -41,10 +41,9 @@ from rich.table import Table
 from rich.text import Text
 
 from tuner.cli.summary import pruned_text, record_label, speedup_text
-from tuner.search import measured_speedup
 from tuner.storage import TrialRecord
 from tuner.text import key_values
-from tuner.trial import Status
+from tuner.trial import Status, measured_speedup
 
 __all__ = ["WIDTH", "Progress"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuner.cli.common import format_table
-from tuner.search import Verdict, measured_speedup
+from tuner.search import Verdict
 from tuner.storage import TrialRecord
 from tuner.text import key_values
-from tuner.trial import DEFAULT, EAGER, Measurement, Status, halves
+from tuner.trial import DEFAULT, EAGER, Measurement, Status, halves, measured_speedup
 
 if TYPE_CHECKING:
     from tuner.search import SearchOutcome

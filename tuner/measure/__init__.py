@@ -7,7 +7,7 @@ the measurement boundary, where every failure becomes a `Measurement`; `run_conf
 re-measures the finalists in one process, interleaved. Importing it loads torch: only trial and
 confirmation processes (and tests) do.
 """
-from tuner.measure.confirm import run_confirmation
+from tuner.measure.confirmation_run import run_confirmation
 from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, prepare, prepare_training, run_trial
 from tuner.measure.verify import Verdict, compare_gradients, compare_outputs, fp64_reference, verify_outputs
 from tuner.measure.node_lock import compile_lock, measure_lock

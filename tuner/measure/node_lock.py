@@ -1,6 +1,6 @@
 """The measure and compile locks: while a trial times, nothing else of ours disturbs what it times.
 
-It belongs to measurement (`tuner.measure`, `tuner.measure.confirm`); the executors only start the
+It belongs to measurement (`tuner.measure`, `tuner.measure.confirmation_run`); the executors only start the
 processes that take it. Every trial and confirmation process of this user on a node (local pool
 or Ray) uses the same lock files.
 

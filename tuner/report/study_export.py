@@ -16,10 +16,9 @@ from optuna.distributions import (BaseDistribution, CategoricalDistribution, Flo
                                   IntDistribution)
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.search import measured_speedup
 from tuner.search_spaces import ALLOWED, knob_distribution
 from tuner.storage import TrialRecord
-from tuner.trial import Measurement, Status
+from tuner.trial import Measurement, Status, measured_speedup
 
 __all__ = ["OBJECTIVE_NAME", "knob_distributions", "optuna_study"]
 

@@ -1,12 +1,19 @@
 """The driver: a search from the model file to the stored verdict, on the driver's side.
 
-`run_search(options, *, execution, settings, events)` is the one owner of a search: it prepares
-the `Target`, opens the store, builds the executor, asks Optuna for candidates and tells it each
-`Measurement` (the driver, `driver.py`; samplers, warm starts and learned failures, the cost
-model, objectives), confirms the finalists and stores the verdict (`verdict.py`), returning one
-`SearchResult` per platform. `run_bucket_search` runs one per shape bucket; `record` measures
-every point of a small space for replay. It reaches measurement only through an `Executor`.
-Names load on first use: Optuna and numpy load only when a search does.
+`run_search(options, *, execution, settings, events)` (`pipeline.py`) is the one owner of a
+search: it prepares the `Target`, opens the store, builds the executor, runs the driver
+(`driver.py`: asks Optuna for candidates and hands each result to the steps of
+`result_steps.py`; samplers, warm starts and learned failures, the cost model, objectives),
+confirms the finalists (`confirmation_retries.py`) and stores the verdict (`verdict.py`),
+returning one `SearchResult` per platform. What it is asked and what it answers
+(`SearchOptions`, `Target`, `SearchOutcome`, `SearchInterrupted`) are `options.py`'s values.
+`run_bucket_search` runs one per shape bucket; `record` measures every point of a small space
+for replay. It reaches measurement only through an `Executor`. Names load on first use: Optuna
+and numpy load only when a search does.
+
+Over 20 names: the face is the Python API of a search (`run_search`, `run_bucket_search`,
+`record` and the values they take and give, `MeasureSpec` among them so that one import
+writes a search) and the objectives' vocabulary that `tuner results` and the report read.
 """
 from __future__ import annotations
 
@@ -15,27 +22,27 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tuner.search.buckets import BucketSearch, run_bucket_search
-    from tuner.search.driver import SearchInterrupted, SearchOptions, SearchOutcome, Target
     from tuner.search.objectives import (OBJECTIVES, front, objective_values, parse_objectives, preferred_order,
                                          pruning_notice)
+    from tuner.search.options import SearchInterrupted, SearchOptions, SearchOutcome, Target
     from tuner.search.pipeline import Execution, SearchEvents, SearchResult, prepare_target, run_search
     from tuner.search.recording import plan_recording, record
-    from tuner.search.verdict import Verdict, measured_speedup
+    from tuner.search.verdict import Verdict
     from tuner.trial import MeasureSpec
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
     "BucketSearch": "tuner.search.buckets", "run_bucket_search": "tuner.search.buckets",
-    "SearchInterrupted": "tuner.search.driver", "SearchOptions": "tuner.search.driver",
-    "SearchOutcome": "tuner.search.driver", "Target": "tuner.search.driver",
     "OBJECTIVES": "tuner.search.objectives", "front": "tuner.search.objectives",
     "objective_values": "tuner.search.objectives", "parse_objectives": "tuner.search.objectives",
     "preferred_order": "tuner.search.objectives", "pruning_notice": "tuner.search.objectives",
+    "SearchInterrupted": "tuner.search.options", "SearchOptions": "tuner.search.options",
+    "SearchOutcome": "tuner.search.options", "Target": "tuner.search.options",
     "Execution": "tuner.search.pipeline", "SearchEvents": "tuner.search.pipeline",
     "SearchResult": "tuner.search.pipeline", "prepare_target": "tuner.search.pipeline",
     "run_search": "tuner.search.pipeline",
     "plan_recording": "tuner.search.recording", "record": "tuner.search.recording",
-    "Verdict": "tuner.search.verdict", "measured_speedup": "tuner.search.verdict",
+    "Verdict": "tuner.search.verdict",
     "MeasureSpec": "tuner.trial",
 }
 
@@ -52,7 +59,6 @@ __all__ = [
     "Target",
     "Verdict",
     "front",
-    "measured_speedup",
     "objective_values",
     "parse_objectives",
     "plan_recording",

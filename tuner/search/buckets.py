@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tuner.errors import ModelFileError
-from tuner.search.pipeline import Execution, SearchEvents, SearchOptions, SearchResult, run_search
+from tuner.search.options import SearchOptions
+from tuner.search.pipeline import Execution, SearchEvents, SearchResult, run_search
 from tuner.trial import DEFAULT, EAGER, halves
 from tuner.workload import Bucket, ShapeBuckets, weighted
 

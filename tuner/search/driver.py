@@ -17,25 +17,23 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import socket
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import optuna
 
 from tuner.errors import SpaceError, UsageError
-from tuner.platform import Platform
-from tuner.precision import check_tolerance
 from tuner.search.cost_model import PROPOSALS, CostRanker
-from tuner.search.objectives import LATENCY_ONLY, check_objectives, objective_values
+from tuner.search.objectives import LATENCY_ONLY
+from tuner.search.options import SearchInterrupted, SearchOptions, SearchOutcome, Target
 from tuner.search.priors import LearnedFailures, first_candidates
-from tuner.search.samplers import SAMPLERS, check_sampler, make_sampler
-from tuner.search_spaces import SearchSpace
+from tuner.search.result_steps import (FeedCostModel, FeedPruning, LearnFailures, ResultStep, StoreRecord, TellOptuna,
+                                       TrialResult, replay_args, tell)
+from tuner.search.samplers import check_sampler, make_sampler
 from tuner.storage import Store, StudyInfo, TrialRecord
-from tuner.trial import (MIN_CONFIRM_ROUNDS, MIN_INTERVAL_VALUES, MIN_MB, Candidate, MeasureSpec, Measurement,
-                         PruneHistory, Status, TrialRequest, check_pruner, format_mb)
+from tuner.trial import Candidate, Measurement, PruneHistory, Status, TrialRequest
 from tuner.version import __version__
 from tuner.workers import Executor
-from tuner.workload import Workload, check_mode
 
 MAX_DUPLICATE_ASKS = 200    # consecutive proposals already measured: the space is exhausted
 # A sampler that has converged keeps proposing what was measured; after this many repeats in a
@@ -43,102 +41,6 @@ MAX_DUPLICATE_ASKS = 200    # consecutive proposals already measured: the space 
 EXPLORE_AFTER = 10
 CANCELLED_ERROR = ("cancelled: the search was interrupted (Ctrl-C or SIGTERM) while this trial ran; "
                    "`tuner search MODEL --resume` measures it again")
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """What the user asked of one search (typed, not an option bag).
-
-    `measure` is how every trial and the confirmation measure the model file; the search
-    fills in the platform being tuned. `space` is a JSON search-space file (None: the
-    built-in space for the model's device); `unsafe` adds the knobs that change numerics;
-    `precision` (`--precision`) adds the precision knob over those modes (tuner.precision),
-    which needs `measure.tolerance` (`--tolerance`).
-    `objectives` (`--objective`, tuner.search.objectives) are what the study minimises; `prefer`
-    (`--prefer`, None: the first objective) picks the operating point confirmed and stored.
-    Made with values the search cannot run, it raises UsageError naming the flag.
-    """
-
-    measure: MeasureSpec
-    trials: int
-    sampler: str = "tpe"
-    seed: int = 0
-    resume: bool = False
-    rounds: int = 20              # paired rounds when confirming: half choose, half report
-    space: str | None = None
-    unsafe: bool = False
-    warm_start: bool = True       # enqueue stored best configs after the seeds (tuner.search.priors)
-    pruner: str = "median"        # tuner.trial.pruning.PRUNERS: stops clearly slow trials' rounds early
-    precision: tuple[str, ...] = ()   # tuner.precision modes beside fp32 (--precision); () for fp32 only
-    objectives: tuple[str, ...] = LATENCY_ONLY   # tuner.search.OBJECTIVES names (--objective)
-    prefer: str | None = None     # one of `objectives` (--prefer); None: the first
-    cost_model: bool = False      # rank PROPOSALS proposals with tuner.search.cost_model, measure the best
-
-    def __post_init__(self) -> None:
-        if self.trials < 1:
-            raise UsageError(f"--trials must be at least 1, got {self.trials}")
-        if self.rounds < MIN_CONFIRM_ROUNDS:
-            raise UsageError(f"--rounds must be at least {MIN_CONFIRM_ROUNDS} (half choose, half report, and a 95% interval "
-                             f"needs {MIN_INTERVAL_VALUES} rounds per half), got {self.rounds}")
-        if self.measure.repeat < 2:
-            raise UsageError(f"--repeat must be at least 2 paired rounds, got {self.measure.repeat}")
-        if self.sampler not in SAMPLERS:
-            raise UsageError(f"unknown sampler {self.sampler!r}; choose one of: {', '.join(SAMPLERS)}")
-        check_pruner(self.pruner)
-        if self.cost_model and self.sampler == "grid":
-            raise UsageError("--cost-model ranks a sampler's proposals, but --sampler grid walks every point "
-                             "in its own order; drop --cost-model or pick another --sampler")
-        if self.cost_model and self.objectives != LATENCY_ONLY:
-            raise UsageError("--cost-model predicts latency only, so it cannot rank for several --objective "
-                             "values; drop --cost-model or search --objective latency")
-        check_objectives(self.objectives, self.preferred, self.sampler)
-        check_tolerance(self.precision, self.measure.tolerance)
-        check_mode(self.measure.mode, self.precision)
-        if self.measure.threads is not None and self.measure.threads < 1:
-            raise UsageError(f"--threads must be at least 1, got {self.measure.threads}")
-        cap = self.measure.memory_limit_mb
-        if cap is not None and cap < MIN_MB:
-            raise UsageError(f"--memory-limit {format_mb(cap)} is below {format_mb(MIN_MB)}, too little for a trial "
-                             f"process to load torch and compile; give at least {format_mb(MIN_MB)}, e.g. 4G")
-
-    @property
-    def preferred(self) -> str:
-        """The objective that picks the stored operating point (`prefer`, or the first objective)."""
-        return self.prefer or self.objectives[0]
-
-
-@dataclass(frozen=True)
-class Target:
-    """The workload and platform being tuned, and the space to tune in."""
-
-    workload: Workload
-    platform: Platform
-    space: SearchSpace
-
-
-@dataclass(frozen=True)
-class SearchOutcome:
-    """A study's results (replayed ones included, cancelled ones never), by number; the trials
-    this run cancelled; whether the space ran out of new candidates first."""
-
-    study: StudyInfo
-    trials: tuple[TrialRecord, ...]
-    exhausted: bool = False
-    cancelled: tuple[TrialRecord, ...] = ()
-    skipped: int = 0              # proposals holding a learned failure, told failed unmeasured
-    warm_starts: tuple[tuple[int, str], ...] = ()   # (trial number, where from) of the warm starts measured
-
-
-class SearchInterrupted(KeyboardInterrupt):
-    """The search stopped on an interrupt (Ctrl-C, or SIGTERM in the CLI). The trials in
-    flight were stopped and recorded as cancelled; `outcome` holds what finished. With
-    `confirming`, every trial had finished and the confirmation was stopped. A KeyboardInterrupt,
-    so callers that do not know it still stop."""
-
-    def __init__(self, outcome: SearchOutcome, *, confirming: bool = False):
-        super().__init__("the search was interrupted")
-        self.outcome = outcome
-        self.confirming = confirming
 
 
 def open_study(job: SearchOptions, target: Target, store: Store, *, user: str) -> StudyInfo:
@@ -164,7 +66,11 @@ def open_study(job: SearchOptions, target: Target, store: Store, *, user: str) -
 
 class Driver:
     """One search: owns the Optuna study and the bookkeeping of what was measured. `on_start`
-    hears each trial as it is submitted (number, knobs), `on_result` each as it is recorded."""
+    hears each trial as it is submitted (number, knobs), `on_result` each as it is recorded.
+
+    `spec` is the one MeasureSpec of the search on `target.platform`: every trial gets it, and
+    the confirmation measures with it (`tune`). Each result goes through `steps`, in order.
+    """
 
     def __init__(self, job: SearchOptions, target: Target, *, store: Store, executor: Executor,
                  on_result: Callable[[TrialRecord], None] | None = None,
@@ -187,6 +93,14 @@ class Driver:
         pruner = job.pruner if job.objectives == LATENCY_ONLY else "none"   # tuner.search.objectives: no pruning
         self.pruning = PruneHistory(pruner, min_rounds=self.spec.plan().min_rounds,
                                     exempt={target.space.candidate(p).key for p in self.seeds})
+        # What each result does, in this order (tuner.search.result_steps).
+        self.steps: tuple[ResultStep, ...] = (
+            StoreRecord(store, self.records, self.on_result),
+            FeedPruning(self.pruning),
+            *((FeedCostModel(self.ranker),) if self.ranker is not None else ()),
+            TellOptuna(self.optuna, self.objectives),
+            LearnFailures(self.failures),
+        )
 
     def replay(self, records: list[TrialRecord]) -> None:
         """Feed stored trials into the in-memory study (resume). A cancelled trial is no
@@ -203,7 +117,7 @@ class Driver:
             if params is not None:
                 self.optuna.add_trial(optuna.trial.create_trial(
                     params=params, distributions=space.distributions(params),
-                    **_replay_args(rec.measurement, self.objectives)))
+                    **replay_args(rec.measurement, self.objectives)))
             self.records[rec.candidate_key] = rec
 
     def run(self, study: StudyInfo) -> SearchOutcome:
@@ -277,7 +191,7 @@ class Driver:
             repeats += 1
             known = self.records.get(candidate.key)
             if known is not None:
-                _tell(self.optuna, trial, known.measurement, self.objectives)
+                tell(self.optuna, trial, known.measurement, self.objectives)
                 continue
             if candidate.key in in_flight_keys or any(c.key == candidate.key for _, c in pool):
                 self.optuna.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -328,49 +242,10 @@ class Driver:
         self.on_start(number, candidate.as_dict())
 
     def _record(self, study: StudyInfo, request: TrialRequest, measurement: Measurement) -> None:
+        """Run every one of `steps` (`tuner.search.result_steps`), in order, on the trial's result."""
         trial, candidate = self.in_flight.pop(request.number)
-        now = dt.datetime.now(dt.timezone.utc)
         record = TrialRecord(number=request.number, candidate_key=candidate.key, params=candidate.as_dict(),
-                             measurement=measurement, finished_at=now)
-        if self.store.record_trial(study.id, record):
-            self.records[candidate.key] = record
-            self.on_result(record)
-        if measurement.ok:
-            self.pruning.add(measurement.intermediate)
-        if self.ranker is not None:
-            self.ranker.heard(candidate, measurement)
-        _tell(self.optuna, trial, measurement, self.objectives)
-        self.failures.heard(measurement)
-
-
-def _tell(study: optuna.Study, trial: Any, measurement: Measurement,
-          objectives: tuple[str, ...] = LATENCY_ONLY) -> None:
-    """Tell Optuna a result. A pruned trial reports its step values first, so Optuna keeps its
-    last one as its value and TPE ranks it among the pruned by how far it got and how it did
-    (latency alone: Optuna takes no intermediate values in a study of several objectives)."""
-    if measurement.status is Status.PRUNED and objectives == LATENCY_ONLY:
-        for step, value in measurement.steps.items():
-            trial.report(value, step)
-    study.tell(trial, **_tell_args(measurement, objectives))
-
-
-def _tell_args(measurement: Measurement, objectives: tuple[str, ...] = LATENCY_ONLY) -> dict[str, Any]:
-    """Arguments for `study.tell`: the paired ratio (`Measurement.objective`), or with other
-    `objectives` each of their values (`tuner.search.objectives`), or a failed trial."""
-    values = (measurement.objective if objectives == LATENCY_ONLY
-              else objective_values(measurement, objectives))
-    if values is not None:
-        return {"state": optuna.trial.TrialState.COMPLETE, "values": values}
-    if measurement.status is Status.PRUNED:
-        return {"state": optuna.trial.TrialState.PRUNED}
-    return {"state": optuna.trial.TrialState.FAIL}
-
-
-def _replay_args(measurement: Measurement, objectives: tuple[str, ...] = LATENCY_ONLY) -> dict[str, Any]:
-    """Arguments for `optuna.trial.create_trial` (which spells `value` for one objective, not `values`)."""
-    args = _tell_args(measurement, objectives)
-    if "values" in args and objectives == LATENCY_ONLY:
-        args["value"] = args.pop("values")
-    if measurement.status is Status.PRUNED and objectives == LATENCY_ONLY:
-        args["intermediate_values"] = measurement.steps
-    return args
+                             measurement=measurement, finished_at=dt.datetime.now(dt.timezone.utc))
+        result = TrialResult(study=study, trial=trial, candidate=candidate, record=record)
+        for step in self.steps:
+            step(result)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tuner.errors import UsageError
-from tuner.search.verdict import Finalist, measured_speedup, pick_finalists
+from tuner.search.verdict import Finalist, pick_finalists
 from tuner.storage import TrialRecord
-from tuner.trial import Candidate, Measurement
+from tuner.trial import Candidate, Measurement, measured_speedup
 
 __all__ = ["LATENCY_ONLY", "MULTI_OBJECTIVE_SAMPLERS", "OBJECTIVES", "Objective", "check_objectives",
            "front", "front_finalists", "objective_values", "pareto_front", "parse_objectives",

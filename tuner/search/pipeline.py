@@ -1,12 +1,13 @@
 """The whole `tuner search`, for the CLI and for Python: `run_search`.
 
-    from tuner.pipeline import Execution, MeasureSpec, SearchOptions, run_search
+    from tuner.search import Execution, MeasureSpec, SearchOptions, run_search
     results = run_search(SearchOptions(MeasureSpec("model.py"), trials=20), execution=Execution("local"))
 
 Nothing is written before the model file has loaded and run in eager mode, except the configs
 of the `@tuner.autotune` kernels its eager run launches (`tuner.kernels.discovery`). Then the store
 is opened (a new database gets the current schema; a read-only one is refused before any
 trial), the executor is built, and each platform is searched, confirmed and stored in turn.
+What it takes and gives besides `Execution` and `SearchResult` are `tuner.search.options`' values.
 """
 from __future__ import annotations
 
@@ -17,17 +18,18 @@ from typing import Any, Mapping, Protocol
 from tuner.errors import ModelFileError, TunerError, UsageError
 from tuner.kernels import KernelLaunch, discover_kernels
 from tuner.platform import Platform
-from tuner.search.confirming import confirm_through, failure_line
-from tuner.search.driver import Driver, SearchInterrupted, SearchOptions, SearchOutcome, Target, open_study
+from tuner.search.confirmation_retries import confirm_through, failure_line
+from tuner.search.driver import Driver, open_study
 from tuner.search.objectives import LATENCY_ONLY, front_finalists
+from tuner.search.options import SearchInterrupted, SearchOptions, SearchOutcome, Target
 from tuner.search.verdict import Verdict, best_configs, conclude, pick_finalists
 from tuner.settings import Settings
 from tuner.storage import Store, StudyInfo, TrialRecord, handed_on
-from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec
+from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult
 from tuner.workers import Executor, get_executor
 
-__all__ = ["Execution", "MeasureSpec", "SearchEvents", "SearchInterrupted", "SearchOptions", "SearchResult",
-           "Target", "open_for_search", "pick_platforms", "prepare_target", "run_search", "tune"]
+__all__ = ["Execution", "SearchEvents", "SearchResult", "open_for_search", "pick_platforms", "prepare_target",
+           "run_search", "tune"]
 
 
 @dataclass(frozen=True)
@@ -250,8 +252,8 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
                  else front_finalists(outcome.trials, job.objectives, job.preferred))
     if not any(r.measurement.ok for r in outcome.trials):
         return SearchResult(target=target, outcome=outcome, verdict=None, stored=False)
-    spec = replace(job.measure, platform_key=target.platform.key,
-                   timeout_s=max(job.measure.timeout_s * (len(finalists) + 3), 600))
+    # The trials' spec, its deadline stretched to cover a whole confirmation run (several variants, not one).
+    spec = replace(driver.spec, timeout_s=max(driver.spec.timeout_s * (len(finalists) + 3), 600))
     try:
         verdict = conclude(lambda request: _confirm(executor, request), spec, finalists, rounds=job.rounds,
                            in_order=job.preferred != "latency")

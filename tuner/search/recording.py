@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from tuner.errors import TunerError, UsageError
 from tuner.keys import Platform, Workload, platform_from_parts
-from tuner.search.driver import Target
+from tuner.search.options import Target
 from tuner.search_spaces import MAX_RECORDED_POINTS, Knob, SearchSpace
 from tuner.storage import TrialRecord
 from tuner.trial import Candidate, MeasureSpec, Measurement, TrialRequest

@@ -34,8 +34,8 @@ from typing import Callable
 from tuner.errors import TunerError
 from tuner.platform import Platform
 from tuner.storage import BestConfig, StudyInfo, TrialRecord
-from tuner.trial import (DEFAULT, EAGER, Candidate, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement,
-                         Speedup, halves, speedup)
+from tuner.trial import (DEFAULT, EAGER, Candidate, ConfirmRequest, ConfirmResult, MeasureSpec, Speedup, halves,
+                         measured_speedup, speedup)
 from tuner.version import __version__
 from tuner.workload import Workload
 
@@ -117,14 +117,6 @@ def pick_finalists(records: tuple[TrialRecord, ...], *, top: int = 2) -> tuple[F
             picked.append(("tuned without freezing", thawed))
     return tuple(Finalist(label, Candidate.from_dict(r.params), measured_speedup(r.measurement))
                  for label, r in picked)
-
-
-def measured_speedup(m: Measurement) -> Speedup | None:
-    """A trial's paired speedup over the defaults as a Speedup; None for an unpaired one. A missing
-    interval bound (never written by this version) reads as the median."""
-    if m.speedup is None:
-        return None
-    return Speedup(m.speedup, m.speedup_low or m.speedup, m.speedup_high or m.speedup, m.reps or 0)
 
 
 def request(spec: MeasureSpec, variants: list[tuple[str, Candidate | None]], rounds: int) -> ConfirmRequest:

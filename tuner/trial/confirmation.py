@@ -1,7 +1,7 @@
 """A confirmation's request and result: re-measure the finalists against the default compile,
 interleaved and paired.
 
-The trial process (`run_confirmation`, in the measurement side) gets every variant of a
+The confirmation process (`tuner.measure.confirmation_run`) gets every variant of a
 `ConfirmRequest` ready as a trial does, then runs rounds in which each variant is timed once,
 in shuffled order, and returns a `ConfirmResult`. The driver (`speedup`) takes the per-round
 ratio baseline/variant, so slow drifts of a noisy machine cancel, and reports the median ratio
@@ -94,7 +94,7 @@ class ConfirmResult:
 
     `stopped_by` names the variant whose compile or call failed (its VariantResult says how): the
     run stopped there, every other variant is CANCELLED with no rounds, and the driver measures
-    those again in a fresh process (`tuner.search.confirming`)."""
+    those again in a fresh process (`tuner.search.confirmation_retries`)."""
 
     variants: tuple[VariantResult, ...] = field(default=())
     error: str | None = None

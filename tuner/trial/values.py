@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from tuner.keys import canonical_json
 from tuner.text import key_values
 from tuner.trial.pruning import PruneSpec
+from tuner.trial.stats import Speedup
 from tuner.trial.timing import RoundPlan
 
 
@@ -132,6 +133,14 @@ class Measurement:
             head, _, rest = error.partition("\n")
             error = f"{head[:500]}\n...\n{rest[-3400:]}"
         return cls(status=status, error=error, worker=worker)
+
+
+def measured_speedup(m: Measurement) -> Speedup | None:
+    """A trial's paired speedup over the defaults as a Speedup; None for an unpaired one. A missing
+    interval bound (never written by this version) reads as the median."""
+    if m.speedup is None:
+        return None
+    return Speedup(m.speedup, m.speedup_low or m.speedup, m.speedup_high or m.speedup, m.reps or 0)
 
 
 @dataclass(frozen=True)

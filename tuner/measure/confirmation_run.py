@@ -1,5 +1,10 @@
-"""Confirmation, trial-process side: re-measure the finalists against the default compile,
-interleaved and paired (the request and result values are `tuner.trial`'s)."""
+"""A confirmation run, inside the confirmation process: re-measure the finalists against the
+default compile, interleaved and paired.
+
+The confirmation's four parts, one per floor's job: its request and result values
+(`tuner.trial.confirmation`), this run, the driver's reruns without a finalist that crashed it
+(`tuner.search.confirmation_retries`), and what to run, choose and claim (`tuner.search.verdict`).
+"""
 from __future__ import annotations
 
 from typing import Callable
@@ -18,7 +23,7 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
     `request.plan()`: the spec's warm-up, and in train mode as many optimizer steps per sample
     for every variant. A variant that fails to compile or run, while prepared or during the
     rounds, stops the run there: it is reported with its status and named in `stopped_by`, and
-    every other variant is CANCELLED, to be measured in a fresh process (`tuner.search.confirming`).
+    every other variant is CANCELLED, to be measured in a fresh process (`tuner.search.confirmation_retries`).
 
     `mark` is told the label of the variant about to be prepared or timed, outside the timed
     calls (`workers/trial_process.py` keeps it where a process that dies leaves it behind).

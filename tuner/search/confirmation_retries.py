@@ -1,4 +1,4 @@
-"""A confirmation that outlives a crashing finalist.
+"""A confirmation that outlives a crashing finalist: the driver's reruns, for `tuner.search.verdict`.
 
 A finalist passed its own trial, yet its compile or a call can still kill the confirmation
 process (a segfault or an abort in generated code, an illegal address that poisons the device),
