@@ -19,7 +19,7 @@ from tuner.storage.urls import handed_on, parse_url, safe_url, sqlite_path
 _LAZY = {
     "current_revision": "migrate", "downgrade": "migrate", "ensure_schema": "migrate",
     "head_revision": "migrate", "upgrade": "migrate",
-    "find_kernel_config": "kernels", "kernel_configs": "kernels", "save_kernel_config": "kernels",
+    "find_kernel_config": "kernel_table", "kernel_configs": "kernel_table", "save_kernel_config": "kernel_table",
     "failure_rules": "failures", "refresh_rules": "failures",
     "other_platform_bests": "warm_starts", "tuned_workloads": "warm_starts",
     "device_trials": "training_data", "workload_codes": "training_data",
