@@ -6,7 +6,8 @@ from tuner.search_spaces.catalogue import (ALLOWED, TABLES, allowed_knob, device
                                           validate_params)
 from tuner.search_spaces.knobs import (FUNCTORCH_PREFIX, SPECIAL, Knob, installed_default, installed_has, mode_options,
                                       same_value, torch_version)
-from tuner.search_spaces.space import MAX_RECORDED_POINTS, SearchSpace, knob_distribution, load_space
+from tuner.search_spaces.loader import load_space
+from tuner.search_spaces.space import MAX_RECORDED_POINTS, SearchSpace, knob_distribution
 from tuner.search_spaces.spacefile import SpaceFile, read_space_file
 
 __all__ = [
