@@ -142,7 +142,7 @@ def writer(url: str, stop: Path) -> None:
     from tuner.platform import current_platform
     from tuner.storage import Store, TrialRecord
     from tuner.trial import Measurement, Status
-    from tuner.workload import GraphFingerprint, Workload
+    from tuner.keys import GraphFingerprint, Workload
 
     platform = current_platform("cpu")
     workload = Workload(key="bench-writer", name="writer", graphs=(GraphFingerprint(

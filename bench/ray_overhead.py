@@ -74,7 +74,7 @@ class SqliteRecorder:
     def __init__(self, tmp: str):
         from tuner.platform import Platform
         from tuner.storage import Store, upgrade
-        from tuner.workload import GraphFingerprint, Workload
+        from tuner.keys import GraphFingerprint, Workload
 
         url = f"sqlite:///{tmp}/bench.db"
         upgrade(url)

@@ -1,13 +1,14 @@
 """Search spaces: the knobs to explore, as Optuna suggestions and as an allow-list.
 
-Import as `tuner.search_spaces` (the folder `search_spaces/` installs under that name).
+Import as `tuner.search_spaces` (the folder `search_spaces/` installs under that name). The face
+exports what other packages use, and `known_knobs`, which the docs and error messages name for
+users; the space-file parser (`spacefile`) and the single-knob checks stay inside.
 """
-from tuner.search_spaces.catalogue import (ALLOWED, TABLES, allowed_knob, device_param_problem, known_knobs, param_problem,
-                                          validate_params)
+from tuner.search_spaces.catalogue import ALLOWED, TABLES, device_param_problem, known_knobs, validate_params
 from tuner.search_spaces.knobs import (FUNCTORCH_PREFIX, SPECIAL, Knob, installed_default, installed_has, mode_options,
                                       same_value, torch_version)
-from tuner.search_spaces.space import MAX_RECORDED_POINTS, SearchSpace, knob_distribution, load_space
-from tuner.search_spaces.spacefile import SpaceFile, read_space_file
+from tuner.search_spaces.loader import load_space
+from tuner.search_spaces.space import MAX_RECORDED_POINTS, SearchSpace, knob_distribution
 
 __all__ = [
     "ALLOWED",
@@ -16,9 +17,7 @@ __all__ = [
     "MAX_RECORDED_POINTS",
     "SPECIAL",
     "SearchSpace",
-    "SpaceFile",
     "TABLES",
-    "allowed_knob",
     "device_param_problem",
     "installed_default",
     "installed_has",
@@ -26,8 +25,6 @@ __all__ = [
     "known_knobs",
     "load_space",
     "mode_options",
-    "param_problem",
-    "read_space_file",
     "same_value",
     "torch_version",
     "validate_params",

@@ -1,6 +1,8 @@
-"""The `kernel_configs` table inside an open session: keep-the-better writes, the rows of an
-export's selection, row to record. `tuner.storage.kernels` wraps these in a Store's transactions
-(and is what kernel code imports); `Store.apply_snapshot` and `Store.snapshot` use them directly.
+"""The `kernel_configs` table inside a caller's open session: the checks a row must pass, the
+keep-the-better write, the rows of an export's selection, row to record.
+
+`kernel_table` runs these in a Store's transactions, one per call (what the face exports);
+`snapshots` runs them inside an import's, merge's or export's one transaction.
 """
 from __future__ import annotations
 

@@ -235,7 +235,7 @@ class KernelConfigRow(Base):
     The kernel key hashes the kernel's source, its declared space and its key arguments with
     the dtypes of its tensor arguments. `config` holds JSON scalars only, under names of that
     space or Triton's launch options. Replaced only by a faster measurement, or by one under
-    other versions (see `tuner.storage.kernels.save_kernel_config`).
+    other versions (see `tuner.storage.kernel_table.save_kernel_config`).
     """
 
     __tablename__ = "kernel_configs"

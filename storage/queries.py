@@ -1,4 +1,5 @@
-"""Statements and row <-> record conversions used by `store.py`. Internal to tuner.storage.
+"""Statements and row <-> record conversions used by `store.py` and the other table modules.
+Internal to tuner.storage.
 
 Functions here take a Session that `Store.session_scope()` opened; none opens its own.
 """
@@ -17,7 +18,7 @@ from tuner.keys import GraphFingerprint, Platform, Workload
 from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow,
                                   TrialRow, WorkloadRow, utcnow)
 from tuner.storage.provenance import measurement_key
-from tuner.storage.records import BestConfig, HistoryEntry, Snapshot, StudyInfo, TrialRecord
+from tuner.storage.records import BestConfig, HistoryEntry, StudyInfo, TrialRecord
 from tuner.storage.trust import holds_unsafe
 from tuner.trial import Measurement, Status
 
@@ -235,35 +236,3 @@ def bucket_configs(session: Session, platform_key: str) -> list[tuple[str, Graph
 def to_graph(row: GraphRow) -> GraphFingerprint:
     return GraphFingerprint(key=row.key, index=row.index, num_nodes=row.num_nodes,
                             input_meta=row.input_meta, code=row.code)
-
-
-def snapshot(session: Session, *, workload_keys: list[str] | None,
-             platform_keys: list[str] | None) -> Snapshot:
-    """Best configs on the platforms, of graphs of the workloads (None: all), with their
-    platforms and the workloads (of the selection) that contain their graphs."""
-    workload_rows = select(WorkloadRow).order_by(WorkloadRow.id)
-    if workload_keys is not None:
-        workload_rows = workload_rows.where(WorkloadRow.key.in_(workload_keys))
-    workloads = list(session.scalars(workload_rows))
-    graphs: dict[int, list[GraphRow]] = {w.id: [] for w in workloads}
-    for graph in session.scalars(select(GraphRow).where(GraphRow.workload_id.in_(list(graphs)))
-                                 .order_by(GraphRow.workload_id, GraphRow.index)):
-        graphs[graph.workload_id].append(graph)
-    statement = (select(BestConfigRow, PlatformRow).join(PlatformRow)
-                 .order_by(PlatformRow.id, BestConfigRow.graph_key))
-    if platform_keys is not None:
-        statement = statement.where(PlatformRow.key.in_(platform_keys))
-    if workload_keys is not None:
-        wanted = {g.key for rows in graphs.values() for g in rows}
-        statement = statement.where(BestConfigRow.graph_key.in_(wanted))
-    bests, platforms = [], {}
-    for best, platform in session.execute(statement):
-        bests.append(to_best(best, platform.key))
-        platforms.setdefault(platform.key, platform)
-    tuned = {b.graph_key for b in bests}
-    chosen = [w for w in workloads if any(g.key in tuned for g in graphs[w.id])]
-    return Snapshot(
-        platforms=tuple(to_platform(p) for p in platforms.values()),
-        workloads=tuple(Workload(key=w.key, name=w.name,
-                                 graphs=tuple(to_graph(g) for g in graphs[w.id])) for w in chosen),
-        bests=tuple(bests))

@@ -3,39 +3,30 @@
 Every method runs in one `session_scope()`, which commits or rolls back and turns driver
 errors into StorageError, and returns the frozen records of `records.py`, never ORM rows.
 During a search the driver is the only writer; compile-time lookups open read-only stores.
+The statements a method runs inside its session live beside it: `queries` (rows and records),
+`snapshots` (an export's selection, an import's or merge's write), `write_access` (whether a
+search may write here); the tables outside the Store's methods have their own modules
+(`kernel_table`, `failures`, `warm_starts`, `training_data`).
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import select, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from tuner.errors import ReadOnlyDatabase
 from tuner.keys import GraphFingerprint, Platform, Workload
-from tuner.storage import failure_rows, queries as q
+from tuner.storage import queries as q, snapshots, write_access
 from tuner.storage.engine import WRITE, caller_bug, make_engine, storage_error
-from tuner.storage.kernel_rows import save_in, with_kernels
 from tuner.storage.models import (BestConfigRow, BestHistoryRow, GraphRow, PlatformRow, StudyRow, TrialRow,
                                   WorkloadRow, utcnow)
 from tuner.storage.records import ApplyReport, BestConfig, HistoryEntry, Snapshot, StudyInfo, TrialRecord
 from tuner.storage.schema import check_revision, read_revision
-from tuner.storage.urls import hide_secret, parse_url, safe_url, sqlite_path
-
-# What `tuner search`, `tuner db import` and `tuner db merge` write: (table, privilege).
-_WRITES = tuple((table, "INSERT") for table in ("platforms", "workloads", "graphs", "studies",
-                                                "trials", "best_configs", "best_history",
-                                                "failure_rules"))
-_WRITES += (("best_configs", "UPDATE"), ("failure_rules", "UPDATE"), ("failure_rules", "DELETE"))
-_WRITE_FIX = ("`tuner search`, `tuner db import` and `tuner db merge` need a role with INSERT and "
-              "UPDATE on the tuner tables and DELETE on failure_rules (docs/sharing.md); lookups work "
-              "with this one")
+from tuner.storage.urls import parse_url, safe_url
 
 
 class Store:
@@ -108,8 +99,7 @@ class Store:
         leaves as the original TypeError or ValueError.
         """
         if write and self._readonly:
-            raise ReadOnlyDatabase(f"database {self.safe_url} was opened read-only; "
-                                   f"open it without readonly to write")
+            raise write_access.opened_readonly(self._url)
         session = Session(self._write_engine if write else self._engine, expire_on_commit=False)
         try:
             yield session
@@ -118,11 +108,8 @@ class Store:
             bug = caller_bug(exc)
             if bug is not None:
                 raise bug from exc
-            if getattr(getattr(exc, "orig", None), "pgcode", None) == "42501":
-                detail = hide_secret(" ".join(str(exc.orig).split()), self._url)[:200]
-                raise ReadOnlyDatabase(f"database {self.safe_url} can only read here "
-                                       f"({detail}); {_WRITE_FIX}") from exc
-            raise storage_error(exc, self._url) from exc
+            denied = write_access.permission_denied(exc, self._url)
+            raise (denied or storage_error(exc, self._url)) from exc
         finally:
             session.close()   # rolls back whatever was not committed
 
@@ -253,10 +240,7 @@ class Store:
         selection's failure rules and kernel configs (`failure_rows.with_rules`, `kernel_rows.with_kernels`).
         What `tuner db export` writes and `tuner db merge` reads. Empty when nothing matches."""
         with self.session_scope() as session:
-            found = q.snapshot(session, workload_keys=workload_keys, platform_keys=platform_keys)
-            for add in (failure_rows.with_rules, with_kernels):
-                found = add(session, found, workload_keys=workload_keys, platform_keys=platform_keys)
-            return found
+            return snapshots.read(session, workload_keys=workload_keys, platform_keys=platform_keys)
 
     def apply_snapshot(self, snapshot: Snapshot, *, source: str, origin: str) -> ApplyReport:
         """Write a validated snapshot (an import or a merge) in ONE transaction: all or nothing.
@@ -271,24 +255,7 @@ class Store:
         if source not in ("import", "merge"):
             raise ValueError(f"source must be 'import' or 'merge', got {source!r}")
         with self.session_scope(write=True) as session:
-            platforms_added = sum(q.ensure_platform(session, p) for p in snapshot.platforms)
-            workloads_added = sum(q.ensure_workload(session, w) for w in snapshot.workloads)
-            rows: dict[str, PlatformRow] = {}
-            stored = new = 0
-            for best in snapshot.bests:
-                platform = rows.get(best.platform_key) or q.platform_of(session, best.platform_key)
-                rows[best.platform_key] = platform
-                best = replace(best, study_id=None, source=source, origin=origin[:512])
-                won, fresh = q.save_best(session, best, platform,
-                                         installed=q.versions_of(platform))
-                stored, new = stored + won, new + fresh
-            rules = failure_rows.apply_rules(session, snapshot.rules, source=source, origin=origin)
-            kernels = sum(save_in(session, replace(k, source=source)) for k in snapshot.kernels)
-            return ApplyReport(records=len(snapshot.bests), stored=stored,
-                               not_better=new - stored, already_present=len(snapshot.bests) - new,
-                               platforms_added=platforms_added, workloads_added=workloads_added,
-                               rules=len(snapshot.rules), rules_stored=rules,
-                               kernels=len(snapshot.kernels), kernels_stored=kernels)
+            return snapshots.apply(session, snapshot, source=source, origin=origin)
 
     def check_writable(self) -> None:
         """Raise ReadOnlyDatabase, naming the fix, unless this store can write what a search
@@ -300,27 +267,12 @@ class Store:
         Reads nothing else and writes nothing.
         """
         if self._readonly:
-            raise ReadOnlyDatabase(f"database {self.safe_url} was opened read-only; "
-                                   f"open it without readonly to write")
+            raise write_access.opened_readonly(self._url)
         if self._url.get_backend_name() == "sqlite":
-            self._check_sqlite_writable()
+            write_access.check_sqlite_files(self._url)
             return
         with self.session_scope() as session:
-            missing, user = _missing_privileges(session.connection())
-        if missing:
-            raise ReadOnlyDatabase(f"database {self.safe_url} can only read for role {user} "
-                                   f"(it lacks {', '.join(missing[:4])}"
-                                   f"{', ...' if len(missing) > 4 else ''}); {_WRITE_FIX}")
-
-    def _check_sqlite_writable(self) -> None:
-        path = sqlite_path(self._url)
-        if path is None:
-            return
-        for target in (path, path.parent):
-            if not os.access(target, os.W_OK):
-                raise ReadOnlyDatabase(f"database {self.safe_url} can only read: {target} is "
-                                       f"not writable by this user; use a writable copy, or "
-                                       f"fix its permissions, for `tuner search`")
+            write_access.check_privileges(session.connection(), self._url)
 
     def best_config(self, graph_key: str, platform_key: str) -> BestConfig | None:
         """The kept config for this graph on exactly this platform; None on a miss."""
@@ -378,22 +330,3 @@ class Store:
         with self.session_scope() as session:
             row = session.scalars(statement).first()
             return None if row is None else q.to_platform(row)
-
-
-def _missing_privileges(connection: Connection) -> tuple[list[str], str]:
-    """PostgreSQL: what the current role or session lacks for a search; and the role's name."""
-    user, recovery, readonly = connection.execute(text(
-        "SELECT current_user, pg_is_in_recovery(), current_setting('transaction_read_only')")).one()
-    if recovery:
-        return ["a primary server (this one is a read-only standby)"], user
-    if readonly == "on":
-        return ["a writable transaction (default_transaction_read_only is on)"], user
-    missing = [f"{privilege} on {table}" for table, privilege in _WRITES
-               if not connection.scalar(text("SELECT has_table_privilege(:t, :p)"),
-                                        {"t": table, "p": privilege})]
-    for table in sorted({table for table, _ in _WRITES}):
-        sequence = connection.scalar(text("SELECT pg_get_serial_sequence(:t, 'id')"), {"t": table})
-        if sequence and not connection.scalar(text("SELECT has_sequence_privilege(:s, 'USAGE')"),
-                                              {"s": sequence}):
-            missing.append(f"USAGE on sequence {sequence}")
-    return missing, user

@@ -14,7 +14,7 @@ from tuner.search_spaces import load_space
 from tuner.storage import Store, ensure_schema
 from tuner.trial import MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor
-from tuner.workload import GraphFingerprint, Workload
+from tuner.keys import GraphFingerprint, Workload
 
 WORKLOAD = Workload(key="w" * 32, name="recorded", graphs=(GraphFingerprint("g" * 32, 0, 3, "[]", "graph"),))
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 from tuner.platform import Platform
 from tuner.storage import Store, TrialRecord
 from tuner.trial import Measurement, Status
-from tuner.workload import GraphFingerprint, Workload
+from tuner.keys import GraphFingerprint, Workload
 
 
 def make_platform(key: str = "plat-a", hardware_key: str = "hw-a") -> Platform:

@@ -83,7 +83,7 @@ def test_the_float64_reference_runs_kernels_untuned_and_stores_nothing(tmp_path:
     the space's first config, and no float64 config is searched, stored or logged."""
     from tuner.kernels import untuned_launches
     from tuner.measure.verify import fp64_reference
-    from tuner.workload import LoadedModel
+    from tuner.workload.modelfile import LoadedModel
 
     url = f"sqlite:///{tmp_path / 'k.db'}"
     timer = kernels.CountingTimer()

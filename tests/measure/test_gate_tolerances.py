@@ -12,7 +12,8 @@ from helpers import MODELS
 from tuner.measure import Rejected, Runner, compare_gradients, compare_outputs, prepare, verify_outputs
 from tuner.measure.accuracy import accuracy_problem
 from tuner.trial import MeasureSpec, Status
-from tuner.workload import StepResult, compare_steps, load_model_file, loss_call, run_step
+from tuner.workload import compare_steps, load_model_file, loss_call, run_step
+from tuner.workload.training import StepResult
 
 EXAMPLES = MODELS.parents[1] / "examples"
 

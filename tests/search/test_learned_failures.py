@@ -17,9 +17,8 @@ from tuner.errors import ExchangeError
 from tuner.search import SearchOptions, Target
 from tuner.search.driver import Driver, open_study
 from tuner.search_spaces import load_space
-from tuner.storage import (Store, TrialRecord, ensure_schema, export_file, failure_rules, import_file, merge,
-                           refresh_rules, upgrade)
-from tuner.storage.exchange import checksum_of
+from tuner.storage import Store, TrialRecord, ensure_schema, export_file, failure_rules, merge, refresh_rules, upgrade
+from tuner.storage.exchange import checksum_of, import_file
 from tuner.storage.failures import learn
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status
 from tuner.workers.replay import ReplayExecutor

@@ -18,11 +18,12 @@ from tuner.search.driver import Driver, open_study
 from tuner.search.objectives import front_finalists, pareto_front
 from tuner.search.pipeline import tune
 from tuner.search_spaces import Knob, SearchSpace
-from tuner.storage import Store, TrialRecord, current_revision, downgrade, ensure_schema, upgrade
+from tuner.storage import Store, TrialRecord, current_revision, ensure_schema, upgrade
 from tuner.storage.engine import make_engine
+from tuner.storage.migrate import downgrade
 from tuner.trial import Candidate, MeasureSpec, Measurement, Status
 from tuner.workers.replay import EAGER_KEY, ReplayExecutor
-from tuner.workload import GraphFingerprint, Workload
+from tuner.keys import GraphFingerprint, Workload
 
 WORKLOAD = Workload(key="w" * 32, name="recorded", graphs=(GraphFingerprint("g" * 32, 0, 3, "[]", "graph"),))
 PLATFORM = Platform(key="p" * 24, hardware_key="h" * 24, software_key="s" * 24, device="cpu",

@@ -82,7 +82,8 @@ def test_a_compiled_step_with_wrong_gradients_is_wrong_result(monkeypatch: pytes
 
 def test_compare_steps_names_the_first_mismatching_parameter() -> None:
     from tuner.measure import compare_gradients
-    from tuner.workload import StepResult, compare_steps
+    from tuner.workload import compare_steps
+    from tuner.workload.training import StepResult
 
     grads = (("a", torch.ones(3)), ("b", torch.ones(2)), ("frozen", None))
     ref = StepResult(torch.tensor(1.0), grads)

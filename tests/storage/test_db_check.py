@@ -17,7 +17,8 @@ import pytest
 
 from helpers.dbstate import damage_index
 from fixtures import make_fixtures
-from tuner.storage import check_database, head_revision
+from tuner.storage import check_database
+from tuner.storage.migrate import head_revision
 from tuner.storage.models import Base
 
 HEAD = make_fixtures.REVISIONS[-1]

@@ -18,8 +18,9 @@ from helpers.exchange_data import BY, P_CPU, P_OTHER, W1, W2, as_version_1, comp
 from fixtures.sharing_data import best, digest, platform, seed
 from helpers import FIXTURES, REPO, cli_env, run_cli, run_main
 from tuner.errors import ExchangeError, StorageError
-from tuner.storage import Snapshot, Store, import_file, merge, read_file, upgrade
-from tuner.storage.exchange import checksum_of, to_document
+from tuner.storage import Store, merge, read_file, upgrade
+from tuner.storage.exchange import checksum_of, import_file, to_document
+from tuner.storage.records import Snapshot
 
 pytest_plugins = ("helpers.exchange_data",)    # the source, target and _closing fixtures
 V1_FILE = FIXTURES / "exchange-v1.json"   # written by the tuner before 0004

@@ -17,7 +17,8 @@ from helpers.exchange_data import BY, P_OTHER, as_version_1, exported, resign
 from fixtures.sharing_data import digest
 from helpers import run_cli
 from tuner.errors import ExchangeError
-from tuner.storage import Store, export_file, import_file, upgrade
+from tuner.storage import Store, export_file, upgrade
+from tuner.storage.exchange import import_file
 
 pytest_plugins = ("helpers.exchange_data",)    # the source, target and _closing fixtures
 

@@ -12,8 +12,9 @@ import pytest
 from helpers.exchange_data import BY, P_CPU, P_OTHER, resign
 from helpers import run_main
 from tuner.errors import ExchangeError
-from tuner.storage import (KernelConfig, Store, export_file, find_kernel_config, import_file, kernel_configs,
-                           merge, save_kernel_config, upgrade)
+from tuner.storage import (KernelConfig, Store, export_file, find_kernel_config, kernel_configs, merge,
+                           save_kernel_config, upgrade)
+from tuner.storage.exchange import import_file
 
 pytest_plugins = ("helpers.exchange_data",)    # the target fixture
 

@@ -1,4 +1,4 @@
-"""The kernel_configs table (tuner.storage.kernels), against real databases.
+"""The kernel_configs table (tuner.storage.kernel_table), against real databases.
 
 Tests taking `db_url` (tests/conftest.py) run once per backend: a SQLite file and a real
 PostgreSQL server.

@@ -39,7 +39,8 @@ def start_upgrade(url: str, cwd: Path) -> subprocess.Popen:
 
 
 def rerun_upgrade(url: str, cwd: Path) -> None:
-    from tuner.storage import current_revision, head_revision
+    from tuner.storage import current_revision
+    from tuner.storage.migrate import head_revision
 
     done = subprocess.run([sys.executable, "-m", "tuner", "db", "upgrade", "--db", url], cwd=cwd,
                           env=cli_env(), capture_output=True, text=True, timeout=300)

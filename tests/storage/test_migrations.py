@@ -19,9 +19,9 @@ from sqlalchemy import inspect, text
 from fixtures import make_fixtures          # tests/fixtures: the committed databases' rows
 from tuner.errors import ReadOnlyDatabase, SchemaOutdated, SchemaTooNew, StorageError
 from tuner.platform import Platform
-from tuner.storage import Store, current_revision, downgrade, head_revision, upgrade
+from tuner.storage import Store, current_revision, upgrade
 from tuner.storage.engine import make_engine
-from tuner.storage.migrate import known_revisions, script_location
+from tuner.storage.migrate import downgrade, head_revision, known_revisions, script_location
 from tuner.storage.schema import SCHEMA_HEAD, VERSION_TABLE
 from tuner.storage.models import Base
 

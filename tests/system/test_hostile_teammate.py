@@ -278,7 +278,8 @@ FILES: dict[str, tuple[Callable[[dict], dict], str]] = {
 @pytest.mark.slow
 def test_crafted_exchange_files_are_refused_and_the_users_program_is_untouched(databases, tmp_path: Path) -> None:
     from tuner.errors import ExchangeError
-    from tuner.storage import Store, export_file, import_file
+    from tuner.storage import Store, export_file
+    from tuner.storage.exchange import import_file
 
     source = databases("source")
     _seeded(source, teammate={})

@@ -30,7 +30,7 @@ from tuner.trial import (Candidate, MeasureSpec, Measurement, PruneHistory, Roun
 from tuner.trial.pruning import PruneSpec, step_values
 from tuner.workers.isolation import run_isolated
 from tuner.workers.replay import ReplayExecutor
-from tuner.workload import GraphFingerprint, Workload
+from tuner.keys import GraphFingerprint, Workload
 
 # Six finished trials: four at ratio 1.0 for 12 rounds, and two (0.9, 1.1) that stopped after 6.
 HISTORY = tuple((1.0,) * 12 for _ in range(4)) + ((0.9,) * 6, (1.1,) * 6)

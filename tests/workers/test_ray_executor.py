@@ -145,7 +145,7 @@ def test_lost_node_mid_trial_is_a_crash(cluster: Cluster) -> None:
 def test_a_result_recorded_twice_is_stored_once(cluster: Cluster, tmp_path: Path) -> None:
     from tuner.platform import Platform
     from tuner.storage import Store, TrialRecord, upgrade
-    from tuner.workload import GraphFingerprint, Workload
+    from tuner.keys import GraphFingerprint, Workload
 
     executor = stand_in_executor(workers=2, address=cluster.group.address)
     request = job(0)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from tuner.errors import ModelFileError
-from tuner.workload import LoadedModel, eager_reference, flatten_outputs, load_model_file
+from tuner.workload import eager_reference, flatten_outputs, load_model_file
+from tuner.workload.modelfile import LoadedModel
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 

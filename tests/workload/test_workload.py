@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from tuner.errors import ModelFileError
-from tuner.workload import (GraphFingerprint, LoadedModel, Workload, capture, capture_workload, fingerprint_graph,
-                            load_model_file)
+from tuner.keys import GraphFingerprint, Workload
+from tuner.workload import capture, capture_workload, fingerprint_graph, load_model_file
+from tuner.workload.modelfile import LoadedModel
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 

@@ -11,9 +11,9 @@ subclass of Triton's `Autotuner`, loads with it).
 from typing import TYPE_CHECKING, Any
 
 from tuner.kernels.autotuner import autotune
-from tuner.kernels.options import untuned_launches
-from tuner.kernels.database import KernelDatabase, KernelWarning, search_database, warn_once
 from tuner.kernels.discovery import KernelLaunch, describe_launch, discover_kernels
+from tuner.kernels.guarded_db import KernelDatabase, KernelWarning, search_database, warn_once
+from tuner.kernels.options import untuned_launches
 from tuner.kernels.search import KernelChoice
 
 __all__ = [

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tuner.kernels.database import search_database
+from tuner.kernels.guarded_db import search_database
 from tuner.text import key_values
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from tuner.errors import TunerError, UsageError
 from tuner.kernels import graph_op
 from tuner.kernels.options import TunerOptions, untuned_depth
 from tuner.kernels.bench import DoBenchTimer, Timer, WallClockTimer, benchmark
-from tuner.kernels.database import KernelDatabase, warn_once
+from tuner.kernels.guarded_db import KernelDatabase, warn_once
 from tuner.kernels.declare import Declared, ident, stored_form
 from tuner.kernels.discovery import note_launch
 from tuner.kernels.dynamo_prune import db_first_prune

@@ -7,35 +7,33 @@ from a wrong one; `capture_workload` captures the Dynamo graphs and keys them
 one file; the training contract (`get_loss`, `get_optimizer`) is one step of it; graph features
 (call-target counts) compare two workloads. Imports only the ground floor; torch loads inside the
 functions that need it.
+
+Over 20 names: six packages (inductor, measure, lookup, search, report, cli) use five parts of
+one model here (loading, capture, shape buckets, the training step, graph features), and each
+name is imported by at least one of them. What only tests use (`GraphFingerprint`, `LoadedModel`,
+`StepResult`) they import from `tuner.keys` or the inner modules.
 """
-from tuner.workload.capture import (FINGERPRINT_VERSION, GraphFingerprint, Workload, capture_workload,
-                                    fingerprint_graph)
+from tuner.workload.capture import Workload, capture_workload, fingerprint_graph
 from tuner.workload.graph_features import call_counts, cosine
-from tuner.workload.modelfile import LoadedModel, eager_reference, exception_line, flatten_outputs, load_model_file
-from tuner.workload.shapes import (Bucket, ShapeBuckets, check_get_inputs, closest, nearest, parse_shapes, shape_label,
-                                   size_distance, weighted, workload_name)
-from tuner.workload.training import (TRAIN, StepResult, check_mode, check_training, compare_steps, loss_call,
-                                     make_optimizer, run_step, timed_step)
+from tuner.workload.modelfile import eager_reference, flatten_outputs, load_model_file
+from tuner.workload.shapes import (Bucket, ShapeBuckets, closest, nearest, parse_shapes, shape_label, size_distance,
+                                   weighted, workload_name)
+from tuner.workload.training import (TRAIN, check_mode, check_training, compare_steps, loss_call, make_optimizer,
+                                     run_step, timed_step)
 
 __all__ = [
-    "FINGERPRINT_VERSION",
     "TRAIN",
     "Bucket",
-    "GraphFingerprint",
-    "LoadedModel",
     "ShapeBuckets",
-    "StepResult",
     "Workload",
     "call_counts",
     "capture_workload",
-    "check_get_inputs",
     "check_mode",
     "check_training",
     "closest",
     "compare_steps",
     "cosine",
     "eager_reference",
-    "exception_line",
     "fingerprint_graph",
     "flatten_outputs",
     "load_model_file",

@@ -1,6 +1,9 @@
-"""The tuning database as `tuner.autotune` uses it: read before a search, written after one.
+"""The kernel database behind a guard: what `tuner.autotune` and Inductor's hooks call.
 
-Never breaks the user's program. A missing database is a miss (the first save creates it,
+The kernels floor's part of the kernel database (the storage floor's is the `kernel_configs`
+table, `tuner.storage.find_kernel_config`, `save_kernel_config` and `kernel_configs`): which
+database (`search_database`, else the settings), read before a search, written after one, and
+never breaking the user's program. A missing database is a miss (the first save creates it,
 with the current schema). A database that cannot be used (corrupt, unreachable, locked or
 stalled past `Settings.lookup_timeout_s`, on another schema revision, read-only when saving,
 holding a row tuner cannot read: any exception) turns into one `KernelWarning` for the whole

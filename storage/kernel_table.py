@@ -1,16 +1,20 @@
-"""Triton kernel tile configs: the `kernel_configs` table, read and written through a Store.
+"""The `kernel_configs` table through a Store: find, save and list, one transaction each.
 
-`tuner.autotune` looks a kernel up here before it benchmarks anything, and saves the
-winner of a search. Every function runs in one `Store.session_scope()`, so driver errors
-leave as StorageError naming the database, and returns frozen `KernelConfig` records.
+The storage floor's part of the kernel database, and what the face exports for it:
+`tuner.kernels.guarded_db` (what `tuner.autotune` and Inductor's hooks call) reads a kernel here
+before it benchmarks anything and saves the winner of a search; the compile-time lookup and
+`tuner kernels` read here too. Every function runs in one `Store.session_scope()`, so driver errors
+leave as StorageError naming the database, and returns frozen `KernelConfig` records. The
+statements themselves, which an import or an export also runs inside its own transaction, are in
+`kernel_rows`.
 """
 from __future__ import annotations
 
 from sqlalchemy import select
 
-from tuner.storage.kernel_rows import SOURCES, check_scalars, save_in, to_record  # noqa: F401 - re-exported
+from tuner.storage.kernel_rows import save_in, to_record
 from tuner.storage.models import KernelConfigRow, PlatformRow
-from tuner.storage.records import KernelConfig, Scalar  # noqa: F401 - re-exported: kernel code imports them from here
+from tuner.storage.records import KernelConfig
 from tuner.storage.store import Store
 
 
@@ -49,5 +53,3 @@ def kernel_configs(store: Store, *, platform_key: str | None = None,
         statement = statement.where(KernelConfigRow.kernel_name == kernel_name)
     with store.session_scope() as session:
         return [to_record(row, key) for row, key in session.execute(statement)]
-
-
