@@ -256,3 +256,33 @@ def test_key_values_keeps_the_order_given() -> None:
     assert key_values([("b", 1), ("a", True)]) == "b=1, a=True"
     assert key_values(sorted({"b": 1, "a": True}.items())) == "a=True, b=1"
     assert key_values([]) == ""
+
+
+@pytest.mark.slow
+def test_a_default_compile_that_fails_where_eager_works_is_named_in_one_line(tmp_path: Path) -> None:
+    """Every trial is paired with the default compile: when it fails and eager works, the search
+    ends with one line naming what fails and the error, not only "no trial ran correctly"."""
+    done = run_main("search", str(MODELS / "fails_compiled.py"), "--trials", "1", "--executor", "local",
+                    "--db", f"sqlite:///{tmp_path / 't.db'}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("the model works in eager but fails under Inductor's default compile ("), last
+    assert "(wrong_result)" in last and "every trial is paired with the default compile" in last
+
+
+def test_the_default_failure_line_names_get_loss_in_train_mode() -> None:
+    from datetime import datetime, timezone
+
+    from tuner.cli.search import default_failure
+    from tuner.storage import TrialRecord
+    from tuner.trial import Measurement, Status
+
+    now = datetime.now(timezone.utc)
+    failed = Measurement.failed(Status.RUNTIME_ERROR, "AttributeError: 'X' object has no attribute 'y'\nTraceback", "w")
+    trials = [TrialRecord(number=0, candidate_key="d", params={}, measurement=failed, started_at=now, finished_at=now)]
+    line = default_failure(trials, train=True)
+    assert line.startswith("get_loss works in eager but fails on the compiled model (runtime_error): "
+                           "AttributeError: 'X' object has no attribute 'y';"), line
+    ok = Measurement(status=Status.OK, latency_ms=1.0)
+    assert default_failure([TrialRecord(number=0, candidate_key="d", params={}, measurement=ok, started_at=now,
+                                        finished_at=now)], train=False) is None

@@ -130,3 +130,34 @@ def test_freezing_refuses_grad_mode(tiny):
         compiled(x)
     with trace_context(CompileConfig()):   # without freezing it does nothing, grad or not
         assert torch.is_grad_enabled()
+
+
+def test_the_compiled_model_behaves_like_the_users_module(tiny):
+    """What a model file's get_loss receives: attributes, methods, submodules and writes as through
+    torch.compile's own OptimizedModule (a Hugging Face model's `config` included)."""
+    from types import SimpleNamespace
+
+    model, x = tiny
+    model.config = SimpleNamespace(vocab_size=32)
+    for params in ({}, {"freezing": True}):
+        compiled = compile_model(model, compile_config(params))
+        assert isinstance(compiled, torch.nn.Module) and compiled.config.vocab_size == 32
+        assert compiled.train() is compiled and model.training and compiled.training
+        compiled.eval()
+        assert not model.training
+        assert [p.data_ptr() for p in compiled.parameters()] == [p.data_ptr() for p in model.parameters()]
+        assert getattr(compiled, "0") is model[0] and set(compiled.state_dict()) == {f"_orig_mod.{k}" for k in model.state_dict()}
+        compiled.marker = 7                      # a write reaches the user's module, as through torch.compile
+        assert model.marker == 7
+        del compiled.marker
+        assert not hasattr(model, "marker")
+
+
+def test_freezing_checks_each_first_call_until_one_passes(tiny):
+    model, x = tiny
+    compiled = compile_model(model, compile_config({"freezing": True}))
+    with pytest.raises(UsageError, match="inference only"):
+        compiled(x)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    assert not compiled._forward_pre_hooks          # the check removed itself

@@ -190,3 +190,16 @@ def test_explain_and_lookup_apply_the_stored_config_to_a_training_step(tmp_path:
     finally:
         torch._dynamo.reset()
         reset_process_lookup()
+
+
+@pytest.mark.slow
+def test_get_loss_sees_the_module_it_wrote_through_a_real_search(tmp_path: Path) -> None:
+    """A get_loss that calls model.train() and reads model.config (the usual Hugging Face shape):
+    the compiled model behaves like the user's module, so the trials run and a verdict is stored."""
+    db = tmp_path / "t.db"
+    done = run_main("search", str(MODELS / "train_attrs.py"), "--mode", "train", "--trials", "1",
+                    "--executor", "local", "--repeat", "3", "--rounds", "12", "--db", f"sqlite:///{db}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stored:" in done.stdout and "no trial ran correctly" not in done.stdout, done.stdout
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status, error FROM trials").fetchall() == [("ok", None)]

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 def add_results_parsers(subparsers: Any) -> None:
     b = add_command(subparsers, "best", cmd_best, help="print the stored best config of a model file")
     b.add_argument("model")
+    b.add_argument("--emit", choices=("python", "json"), default=None,
+                   help="print the verdict as code that applies it with torch alone (python), or as data (json)")
     add_db_option(b)
     t = add_command(subparsers, "trials", cmd_trials, help="list every stored trial of a model file")
     t.add_argument("model")
@@ -35,7 +37,10 @@ def add_results_parsers(subparsers: Any) -> None:
 
 
 def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
-    """One verdict, or with --shapes one block per bucket (exit 1 when no bucket has one)."""
+    """One verdict, or with --shapes one block per bucket (exit 1 when no bucket has one). With
+    --emit, the verdicts as torch code or JSON (`tuner.report.portable`), nothing else on stdout."""
+    if args.emit:
+        return _emit(args, settings)
     sizes = bucket_sizes(args.shapes)
     found = 0
     for shape in sizes:
@@ -45,6 +50,33 @@ def cmd_best(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{shape_label(shape)}:")
         found += _best(args, settings, shape) == 0
     return 0 if found else 1
+
+
+def _emit(args: argparse.Namespace, settings: Settings) -> int:
+    from tuner.inductor import triton_choices
+    from tuner.report import portable_verdict, render_portable
+    from tuner.search import prepare_target
+    from tuner.storage import Store, kernel_configs
+    from tuner.workload import shape_label
+
+    portables = []
+    for shape in bucket_sizes(args.shapes):
+        with dynamo_warnings_hidden(args, settings):
+            target = prepare_target(args.model, mode=args.mode, shape=shape)
+        workload, platform = target.workload, target.platform
+        with Store.open(settings.db_url, readonly=True) as store:
+            bests = store.workload_best(workload.key, platform.key)
+            kernels = sum(len(kernel_configs(store, platform_key=platform.key, kernel_name=triton_choices.KERNEL_PREFIX + g.key))
+                          for g in workload.graphs)
+        if not bests:
+            print(f"no stored config for {args.model}{f' ({shape_label(shape)})' if shape else ''} on "
+                  f"{platform.describe()}; run: tuner search {args.model}", file=sys.stderr)
+            return 1
+        keywords = ", ".join(f"{k}={v}" for k, v in shape)
+        portables.append(portable_verdict(bests, model=args.model, workload=workload, platform=platform,
+                                          train=args.mode == "train", shape=keywords, kernels=kernels))
+    print(render_portable(portables, args.emit), end="" if args.emit == "python" else "\n")
+    return 0
 
 
 def _best(args: argparse.Namespace, settings: Settings, shape: tuple[tuple[str, int], ...]) -> int:

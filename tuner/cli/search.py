@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.cli.common import add_command, add_db_option
 from tuner.settings import Settings
@@ -90,7 +90,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     if (notice := pruning_notice(options.objectives, options.pruner)) is not None:
         print(f"notice: {notice}", file=sys.stderr)
     execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform)
-    printer = SearchPrinter(args.trials)
+    printer = SearchPrinter(args.trials, train=args.mode == "train")
     try:
         if args.shapes is None:
             results = run_search(options, execution=execution, settings=settings, events=printer)
@@ -104,6 +104,22 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         printer.close()
     return max(0 if result.verdict is not None else 1 for result in results)
+
+
+def default_failure(trials: Sequence[TrialRecord], *, train: bool) -> str | None:
+    """When the defaults' own trial failed, one line naming the model file's function that works in
+    eager (the search checked it before any trial) but fails on the compiled model, with the error:
+    every trial is paired with the default compile, so then every trial failed. None otherwise."""
+    defaults = next((r for r in trials if not r.params), None)
+    if defaults is None or defaults.measurement.ok or defaults.measurement.status.value in ("pruned", "cancelled"):
+        return None
+    status = defaults.measurement.status.value
+    error = (defaults.measurement.error or status).partition("\n")[0]
+    if train:
+        return (f"get_loss works in eager but fails on the compiled model ({status}): {error}; every trial is "
+                f"paired with the default compile, so none could run (docs/troubleshooting.md)")
+    return (f"the model works in eager but fails under Inductor's default compile ({status}): {error}; every "
+            f"trial is paired with the default compile, so none could run (docs/troubleshooting.md)")
 
 
 def warm_start_lines(outcome: SearchOutcome) -> list[str]:
@@ -124,8 +140,9 @@ class SearchPrinter:
     the "tuning" line on stderr, the live progress while trials run (`tuner.cli.progress`: a
     panel on a terminal, plain lines elsewhere), then each platform's summary table on stdout."""
 
-    def __init__(self, trials: int):
+    def __init__(self, trials: int, *, train: bool = False):
         self.trials = trials
+        self.train = train
         self.progress: Progress | None = None
 
     def kernels_tuned(self, launches: tuple[KernelLaunch, ...]) -> None:
@@ -162,6 +179,8 @@ class SearchPrinter:
         self.close()
         if result.verdict is None:
             print("no trial ran correctly: Inductor's defaults stay; see `tuner trials` for the errors")
+            if (line := default_failure(result.outcome.trials, train=self.train)) is not None:
+                print(line)
             return
         if result.outcome.skipped:
             print(f"note: {result.outcome.skipped} proposal(s) holding a knob value or pair that always failed "

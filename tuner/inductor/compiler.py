@@ -163,31 +163,35 @@ def trace_context(config: CompileConfig) -> Iterator[None]:
     yield
 
 
-class CompiledModel:
-    """A torch.compile'd model whose first call runs inside `trace_context(config)`.
+def compile_model(model: Callable[..., Any], config: CompileConfig, *, dynamic: bool | None = None) -> Any:
+    """`torch.compile(model, backend=make_backend(config), dynamic=dynamic)`, its first call checked
+    by `trace_context(config)`. Compilation happens at that first call, not here.
 
-    Later calls go straight to the compiled module. `compiled` is the OptimizedModule.
-    """
-
-    def __init__(self, compiled: Callable[..., Any], config: CompileConfig) -> None:
-        self.compiled = compiled
-        self.config = config
-        self._traced = False
-        self._lock = threading.Lock()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._traced:
-            return self.compiled(*args, **kwargs)
-        with self._lock:
-            with trace_context(self.config):
-                out = self.compiled(*args, **kwargs)
-            self._traced = True
-        return out
-
-
-def compile_model(model: Callable[..., Any], config: CompileConfig, *, dynamic: bool | None = None) -> CompiledModel:
-    """`torch.compile(model, backend=make_backend(config), dynamic=dynamic)`, first call traced
-    inside `trace_context(config)`. Compilation happens at that first call, not here."""
+    A module comes back as torch's own `OptimizedModule`, so a model file's functions (`get_loss`)
+    see the module they wrote, exactly as through `torch.compile`: attribute reads (`model.config`,
+    submodules), methods (`train()`, `eval()`, `parameters()`, `state_dict()`), writes, `isinstance`.
+    With freezing, a one-shot forward pre-hook on it makes the check, then removes itself."""
     import torch
 
-    return CompiledModel(torch.compile(model, backend=make_backend(config), dynamic=dynamic), config)
+    compiled = torch.compile(model, backend=make_backend(config), dynamic=dynamic)
+    if not config.freezing:
+        return compiled
+    if isinstance(compiled, torch.nn.Module):
+        def check(module: Any, args: Any) -> None:
+            with trace_context(config):     # raises, before any trace, when grad is enabled
+                pass
+            handle.remove()
+
+        handle = compiled.register_forward_pre_hook(check)
+        return compiled
+    lock, traced = threading.Lock(), []
+
+    def first_call_checked(*args: Any, **kwargs: Any) -> Any:
+        if traced:
+            return compiled(*args, **kwargs)
+        with lock, trace_context(config):
+            out = compiled(*args, **kwargs)
+            traced.append(True)
+        return out
+
+    return first_call_checked

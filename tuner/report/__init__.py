@@ -4,6 +4,8 @@
 config against the default compile, `write_report` draws the figures and writes the page.
 `compare_applied` (`tuner compare`) times the default compile, `backend="tuner"` and
 `tuner.compile` side by side in this process.
+`portable_verdict` turns a stored verdict into code that applies it with torch alone and
+`render_portable` prints it (`tuner best --emit`).
 `optuna_study` rebuilds the stored trials as an Optuna study, for the importances and
 `tuner dashboard`. torch, matplotlib and Optuna load only inside the functions that use them.
 """
@@ -12,10 +14,13 @@ from typing import Any
 from tuner.report.applied import AppliedPath, Comparison, check_rounds, compare_applied
 from tuner.report.data import ReportData, load_report_data
 from tuner.report.page import Written, write_report
+from tuner.report.portable import Portable, portable_verdict
+from tuner.report.portable import render as render_portable
 from tuner.report.profile import ProfileResult, profile_best
 
 __all__ = ["AppliedPath", "Comparison", "ProfileResult", "ReportData", "Written", "check_rounds", "compare_applied",
-           "load_report_data", "optuna_study", "profile_best", "write_report"]
+           "load_report_data", "optuna_study", "Portable", "portable_verdict", "profile_best", "render_portable",
+           "write_report"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,176 @@
+"""`tuner best MODEL --emit python|json`: a stored verdict as code that applies it with torch alone.
+
+The emitted snippet runs in a fresh process that never imports tuner: the probe wraps Inductor's
+`compile_fx`, which Inductor re-enters with the config patches active, and records the live
+config there (as tests/lookup/test_lookup.py does), so what is checked is the config Inductor
+compiled under, not a timing. Pure cases (modes, mixed graphs, hostile rows) run on hand-made rows.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers import MODELS, cli_env, run_main
+from helpers.stored import TINY, best_for, store_configs, tiny_workload
+from tuner.errors import TunerError, UsageError
+from tuner.platform import current_platform
+from tuner.report import portable_verdict, render_portable
+
+PROGRAM = textwrap.dedent('''
+    import json, sys
+    import torch
+    import torch._inductor.compile_fx as cfx
+    sys.path.insert(0, {models!r})
+    import tiny_mlp
+
+    seen, original = [], cfx.compile_fx
+
+    def probe(gm, example_inputs, *args, **kwargs):
+        from torch._inductor import config
+        if kwargs.get("config_patches"):     # the outer call: Inductor re-enters with them applied
+            return original(gm, example_inputs, *args, **kwargs)
+        seen.append(dict(max_fusion_size=config.max_fusion_size, freezing=config.freezing,
+                         epilogue_fusion=config.epilogue_fusion,
+                         get_attr=sum(n.op == "get_attr" for n in gm.graph.nodes)))
+        return original(gm, example_inputs, *args, **kwargs)
+
+    cfx.compile_fx = probe
+    exec(compile(open({snippet!r}).read(), "snippet", "exec"))
+    torch.manual_seed(5)
+    model, (x,) = tiny_mlp.get_model(), tiny_mlp.get_inputs()
+    compiled = tuned_compile(model)
+    with first_call():
+        out = compiled(x)
+    with torch.no_grad():
+        again, ref = compiled(x), model(x)
+    print("REPORT " + json.dumps(dict(seen=seen, err=float(max((out - ref).abs().max(), (again - ref).abs().max())),
+                                      tuner_imported="tuner" in sys.modules)))
+''')
+
+
+def emitted(tmp_path: Path, params: dict, form: str = "python") -> str:
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    store_configs(url, tiny_workload(), current_platform("cpu"), params)
+    done = run_main("best", str(TINY), "--emit", form, "--db", url)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def run_snippet(tmp_path: Path, snippet: str) -> dict:
+    path = tmp_path / "snippet.py"
+    path.write_text(snippet)
+    program = tmp_path / "program.py"
+    program.write_text(PROGRAM.format(models=str(MODELS), snippet=str(path)))
+    env = {k: v for k, v in cli_env().items() if k != "TUNER_DB"}
+    out = subprocess.run([sys.executable, str(program)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("REPORT ")).removeprefix("REPORT "))
+
+
+@pytest.mark.slow
+def test_an_emitted_freezing_verdict_runs_with_torch_alone_and_freezes(tmp_path: Path) -> None:
+    snippet = emitted(tmp_path, {"max_fusion_size": 8, "freezing": True})
+    assert "torch.compile(model, options={'max_fusion_size': 8})" in snippet
+    assert "torch._inductor.config.patch({'freezing': True})" in snippet and "torch.no_grad()" in snippet
+    assert "Measured: inference calls under torch.no_grad()" in snippet and "import tuner" not in snippet
+    report = run_snippet(tmp_path, snippet)
+    assert not report["tuner_imported"] and report["err"] < 1e-4
+    assert report["seen"] and all(s["max_fusion_size"] == 8 and s["freezing"] for s in report["seen"])
+    assert all(s["get_attr"] > 0 for s in report["seen"])       # the weights are constants: frozen
+
+
+@pytest.mark.slow
+def test_an_emitted_knob_verdict_compiles_under_the_stored_config(tmp_path: Path) -> None:
+    snippet = emitted(tmp_path, {"max_fusion_size": 4, "epilogue_fusion": False})
+    assert "options={'epilogue_fusion': False, 'max_fusion_size': 4}" in snippet and "freezing" not in snippet
+    report = run_snippet(tmp_path, snippet)
+    assert report["err"] < 1e-4 and report["seen"]
+    assert all(s["max_fusion_size"] == 4 and not s["epilogue_fusion"] and not s["freezing"] and s["get_attr"] == 0
+               for s in report["seen"])
+
+
+def test_json_carries_the_same_verdict_as_data(tmp_path: Path) -> None:
+    data = json.loads(emitted(tmp_path, {"max_fusion_size": 8, "freezing": True}, form="json"))
+    assert data["format"] == 1 and data["verdict"] == "config" and data["workload"] == tiny_workload().key
+    assert data["torch_compile"] == {"compiled": True, "mode": None, "options": {"max_fusion_size": 8}}
+    assert data["around_first_call"] == {"torch._inductor.config": {"freezing": True},
+                                         "torch._functorch.config": {}, "no_grad": True}
+    assert data["python"].startswith("# tuner's stored verdict") and data["not_expressed"] == []
+
+
+def test_nothing_stored_says_what_to_run(tmp_path: Path) -> None:
+    from tuner.storage import upgrade
+
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    upgrade(url)
+    done = run_main("best", str(TINY), "--emit", "python", "--db", url)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "no stored config" in done.stderr and "run: tuner search" in done.stderr
+
+
+# ------------------------------------------------------------------ hand-made rows, no database
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_workload(), current_platform("cpu")
+
+
+def portable(target, params: dict, **fields):
+    workload, platform = target
+    bests = [best_for(g.key, platform.key, params, workload.key, **fields) for g in workload.graphs]
+    return portable_verdict(bests, model="m.py", workload=workload, platform=platform)
+
+
+def test_a_mode_alone_is_a_mode_and_a_mode_with_knobs_is_expanded_into_options(target) -> None:
+    assert "torch.compile(model, mode='max-autotune-no-cudagraphs')" in portable(
+        target, {"mode": "max-autotune-no-cudagraphs"}).python()
+    both = portable(target, {"mode": "max-autotune-no-cudagraphs", "max_fusion_size": 8})
+    assert both.mode is None and dict(both.options)["max_autotune"] is True and dict(both.options)["max_fusion_size"] == 8
+    compile(both.python(), "snippet", "exec")      # valid Python
+
+
+def test_eager_and_defaults_verdicts(target) -> None:
+    eager = portable(target, {}, eager=True)
+    assert eager.verdict == "eager" and "return model" in eager.python() and "torch.compile" not in eager.python()
+    assert "return torch.compile(model)" in portable(target, {}).python()
+
+
+def test_graphs_with_different_verdicts_say_what_plain_torch_compile_cannot_express(target) -> None:
+    workload, platform = target
+    graph = workload.graphs[0]
+    other = type(graph)(key="b" * 64, index=1, num_nodes=1, input_meta="[]", code="graph")
+    two = type(workload)(key=workload.key, name=workload.name, graphs=(graph, other))
+    bests = [best_for(graph.key, platform.key, {"max_fusion_size": 8}, workload.key),
+             best_for(other.key, platform.key, {}, workload.key, eager=True)]
+    result = portable_verdict(bests, model="m.py", workload=two, platform=platform)
+    assert result.verdict == "mixed" and dict(result.options) == {"max_fusion_size": 8}   # the largest graph's
+    assert "applies the largest graph's" in result.not_expressed[0] and 'backend="tuner"' in result.not_expressed[0]
+
+
+def test_precision_and_kernels_are_named_as_not_expressed(target) -> None:
+    workload, platform = target
+    bests = [best_for(g.key, platform.key, {"max_fusion_size": 8}, workload.key) for g in workload.graphs]
+    result = portable_verdict(bests, model="m.py", workload=workload, platform=platform, kernels=3)
+    assert any("3 kernel tile config(s)" in n for n in result.not_expressed)
+
+
+@pytest.mark.parametrize("params", [{"max_fusion_size": "8}); import os; os.system('id'); ({"},
+                                    {"__import__('os').system('id')": True},
+                                    {"max_fusion_size": 10**30}])
+def test_a_hostile_row_never_becomes_code(target, params: dict) -> None:
+    with pytest.raises((UsageError, TunerError)) as refused:
+        portable(target, params)
+    assert "\n" not in str(refused.value)
+
+
+def test_render_json_of_several_buckets_is_a_list(target) -> None:
+    one = portable(target, {"max_fusion_size": 8})
+    assert isinstance(json.loads(render_portable([one, one], "json")), list)
+    assert render_portable([one], "python").count("def tuned_compile") == 1
