@@ -59,6 +59,16 @@ def trial_env(spec: MeasureSpec) -> dict[str, str] | None:
     return {name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"}
 
 
+def with_assigned_gpus(spec: MeasureSpec) -> MeasureSpec:
+    """`spec` with the GPUs Ray assigned this task (`ray.get_gpu_ids()`), run inside the task: the
+    trial process it starts sees only them (Ray's CUDA_VISIBLE_DEVICES), so the model file's
+    `cuda:N` is mapped onto them there (`tuner.workload.normal_cuda`). Unchanged without GPUs."""
+    import ray
+
+    ids = tuple(str(i) for i in ray.get_gpu_ids())
+    return replace(spec, gpu_ids=ids) if ids else spec
+
+
 def _trial_task_for(measure: Callable[[TrialRequest], Measurement]) -> Callable[[dict[str, Any]], Iterator[dict]]:
     """The Ray task body, measuring with `measure`: report where it started, then yield the Measurement."""
 
@@ -67,7 +77,8 @@ def _trial_task_for(measure: Callable[[TrialRequest], Measurement]) -> Callable[
 
         node_id = ray.get_runtime_context().get_node_id()
         yield {"started": node_id}
-        measurement = measure(TrialRequest.from_json(request_json))
+        request = TrialRequest.from_json(request_json)
+        measurement = measure(replace(request, spec=with_assigned_gpus(request.spec)))
         where = measurement.worker or f"{socket.gethostname()}:{os.getpid()}"
         yield replace(measurement, worker=f"ray:{node_id}/{where}").to_json()
 
@@ -78,6 +89,7 @@ def _confirm_task(request_json: dict[str, Any]) -> dict[str, Any]:
     """The Ray task body of a confirmation: one fresh process on this node, like a trial.
     Returns {"result": ConfirmResult JSON} or {"failed": ConfirmFailed JSON}."""
     request = ConfirmRequest.from_json(request_json)
+    request = replace(request, spec=with_assigned_gpus(request.spec))
     outcome = confirm_isolated(request, env=trial_env(request.spec))
     return {"failed" if isinstance(outcome, ConfirmFailed) else "result": outcome.to_json()}
 

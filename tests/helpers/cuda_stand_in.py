@@ -4,7 +4,9 @@ It replays a simple timeline instead of running kernels: the host advances by ea
 host cost, the device runs queued work in order (never before it was launched), an event
 is stamped when the device reaches it, and `synchronize` makes the host wait for the device.
 Every call is logged with the device it named, so a test can say which GPU was touched.
-Test-only: nothing in the package imports it.
+It refuses what torch refuses: `set_device` runs torch's own argument check (a bare "cuda" is a
+ValueError there, as in `torch.cuda.set_device`) and refuses an index beyond `device_count`, so a
+test that passes here passes torch's checks too. Test-only: nothing in the package imports it.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ class FakeCuda:
     device_free_us: float = 0.0
     allocated: int = 0
     peak: int = 0
+    device_count: int = 2
     log: list[tuple[str, str]] = field(default_factory=list)
 
     def launch(self, *, host_us: float, device_us: float) -> None:
@@ -67,6 +70,12 @@ class FakeCuda:
 
     # -- tuner.trial.CudaApi ----------------------------------------------------------
     def set_device(self, device: str) -> None:
+        import torch
+        from torch.cuda._utils import _get_device_index
+
+        index = _get_device_index(torch.device(device))     # torch.cuda.set_device's own check
+        if index >= self.device_count:
+            raise RuntimeError(f"CUDA error: invalid device ordinal (cuda:{index} of {self.device_count})")
         self.log.append(("set_device", device))
 
     def synchronize(self, device: str) -> None:

@@ -6,7 +6,9 @@ own peak memory. The real device runs these in bench/gpu_check.py (section e).""
 from __future__ import annotations
 
 import random
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +125,75 @@ def test_the_candidates_peak_is_its_own_on_cuda() -> None:
         cuda.free(30 * 2**20)
 
     assert call_peak_mb(call, "cuda:1", resident_since=before, api=cuda) == pytest.approx(50.0)
+
+
+# ---------------------------------------------------------------- one normal form for a device
+
+
+@pytest.mark.parametrize(("device", "assigned", "expected"), [
+    ("cuda", None, "cuda:0"), ("cuda:0", None, "cuda:0"), ("cuda:1", None, "cuda:1"),
+    ("cuda:2", None, "machine has 2 CUDA device(s)"),
+    ("cuda", ("1",), "cuda:0"), ("cuda:1", ("1",), "cuda:0"), ("cuda:3", ("2", "3"), "cuda:1"),
+    ("cuda:0", ("1",), "names GPU 0 of the node, but Ray gave this trial GPU 1; set DEVICE='cuda'"),
+])
+def test_a_cuda_device_becomes_an_index_this_process_sees(device: str, assigned, expected: str) -> None:
+    from tuner.errors import ModelFileError
+    from tuner.workload.modelfile import normal_cuda
+
+    if expected.startswith("cuda:"):
+        assert normal_cuda(device, count=2, assigned=assigned) == expected
+    else:
+        with pytest.raises(ModelFileError, match=re.escape(expected)):
+            normal_cuda(device, count=2, assigned=assigned)
+
+
+def test_the_stand_in_refuses_what_torch_refuses() -> None:
+    cuda = FakeCuda(device_count=2)
+    with pytest.raises(ValueError, match="Expected a torch.device with a specified index"):
+        cuda.set_device("cuda")
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        cuda.set_device("cuda:2")
+    cuda.set_device("cuda:1")
+    assert cuda.log == [("set_device", "cuda:1")]
+
+
+@pytest.fixture
+def cuda_entry_points(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """torch.cuda's own Python functions over stand-ins for the C entry points below them only
+    (this CPU build lacks them): two GPUs, and torch._C._cuda_setDevice recorded. Everything
+    above, argument checks included, is torch's."""
+    import torch
+
+    calls: list[tuple[str, int]] = []
+    monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", lambda: 2, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_setDevice", lambda index: calls.append(("setDevice", index)), raising=False)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
+    monkeypatch.setattr(torch.cuda, "_cached_device_count", None)
+    return calls
+
+
+def test_torch_cuda_adapter_passes_torch_checks_only_in_the_normal_form(cuda_entry_points) -> None:
+    from tuner.trial import TorchCuda
+
+    with pytest.raises(ValueError, match="Expected a torch.device with a specified index"):
+        TorchCuda().set_device("cuda")                   # what every trial did before the normal form
+    TorchCuda().set_device("cuda:1")
+    assert cuda_entry_points == [("setDevice", 1)]
+
+
+def test_a_bare_cuda_device_reaches_torchs_c_entry_point_through_the_product(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DEVICE = "cuda" goes through the product's own path (the model file's check, then select and
+    the real TorchCuda) to torch.cuda.set_device, past torch's argument check, and fails only at
+    torch._C._cuda_setDevice, which this CPU build lacks (only the device count is stood in)."""
+    import torch
+
+    from tuner.workload.modelfile import _check_device
+
+    monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", lambda: 1, raising=False)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
+    monkeypatch.setattr(torch.cuda, "_cached_device_count", None)
+    device = _check_device(tmp_path / "m.py", "cuda")
+    assert device == "cuda:0"
+    with pytest.raises(AttributeError, match="has no attribute '_cuda_setDevice'"):
+        select(device)

@@ -167,7 +167,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
 
     if spec.mode == TRAIN:      # whole training steps, checked on the loss and gradients
         return prepare_training(spec, params)
-    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
+    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids)
     select(loaded.device)
     sync = device_sync(loaded.device)
     precision = dict(params or ()).get("precision", FP32)
@@ -225,7 +225,7 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     from tuner.measure.node_lock import compile_lock
     from tuner.workload import compare_steps, load_model_file, loss_call, make_optimizer, run_step, timed_step
 
-    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape)
+    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids)
     select(loaded.device)
     sync = device_sync(loaded.device)
     loss, initial = loss_call(loaded), copy.deepcopy(loaded.model.state_dict())

@@ -175,6 +175,10 @@ class MeasureSpec:
 
     `shape` (`--shapes`, one bucket) is passed to the model file's `get_inputs` as keyword
     arguments (`tuner.workload.shapes`); () calls it without arguments.
+
+    `gpu_ids` are the node's GPU ids Ray assigned the task that runs this trial (`ray.get_gpu_ids()`,
+    set by the Ray executor on the node); the model file's `cuda:N` then names GPU N of the node
+    (`tuner.workload.normal_cuda`). None: not under Ray, torch's own meaning of the index.
     """
 
     model_path: str
@@ -192,6 +196,7 @@ class MeasureSpec:
     kernel_db: str | None = None
     mode: str = "inference"       # "train": time whole training steps (tuner.workload.training)
     shape: tuple[tuple[str, int], ...] = ()   # --shapes bucket: get_inputs(**dict(shape)) (tuner.workload.shapes)
+    gpu_ids: tuple[str, ...] | None = None    # the GPUs Ray assigned the task, as node ids (None: not under Ray)
 
     def plan(self) -> RoundPlan:
         """The rounds protocol of one trial: in train mode every variant takes the same number of
@@ -206,7 +211,8 @@ class MeasureSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "MeasureSpec":
         shape = tuple((str(name), int(size)) for name, size in data.get("shape", ()))   # JSON lists
-        return cls(**{**data, "shape": shape})
+        gpu_ids = data.get("gpu_ids")
+        return cls(**{**data, "shape": shape, "gpu_ids": None if gpu_ids is None else tuple(map(str, gpu_ids))})
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ class LoadedModel:
                                    kwargs={k: t.to(self.device) for k, t in kwargs.items()})
 
 
-def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, int], ...] = ()) -> LoadedModel:
+def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, int], ...] = (),
+                    assigned_gpus: tuple[str, ...] | None = None) -> LoadedModel:
     """Import a model file and build its model and inputs, deterministically for `seed`.
 
     Seeds `torch` and `random` (and numpy when it is loaded) before the import and again
@@ -72,6 +73,8 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
     (`_tuner_modelfile_<pid>_<n>`) and stays in `sys.modules` under it: Dynamo imports a
     class's `__module__` to read the globals of a `forward` it inlines. The model and inputs are moved to `DEVICE`. `shape` (a
     `--shapes` bucket) is passed to `get_inputs` as keyword arguments (`tuner.workload.shapes`).
+    `DEVICE` gets its one normal form here (`normal_cuda`: `cuda:N`, N an index this process sees;
+    `assigned_gpus`, under Ray, the node GPU ids Ray gave the task).
     """
     import torch
 
@@ -89,7 +92,7 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
                 f"model file {path} {what} {fn_name}(); add `def {fn_name}():` "
                 f"({'returning an nn.Module' if fn_name == 'get_model' else 'returning a tuple or dict of tensors'})"
             )
-    device = _check_device(path, getattr(module, "DEVICE", "cpu"))
+    device = _check_device(path, getattr(module, "DEVICE", "cpu"), assigned_gpus)
 
     _seed_everything(seed)
     model = _call(path, module.get_model, "get_model()")
@@ -290,7 +293,9 @@ def _call(path: Path, fn: Callable, what: str) -> Any:
         ) from exc
 
 
-def _check_device(path: Path, device: Any) -> str:
+def _check_device(path: Path, device: Any, assigned: tuple[str, ...] | None = None) -> str:
+    """`DEVICE` in its one normal form for this process: "cpu", or `cuda:N` with N an index this
+    process can see (`normal_cuda`); ModelFileError naming the fix for anything else."""
     import torch
 
     if not isinstance(device, str):
@@ -302,7 +307,7 @@ def _check_device(path: Path, device: Any) -> str:
             f"DEVICE={device!r} in {path} is not a device name ({exception_line(exc)}); set DEVICE='cpu' or DEVICE='cuda'"
         ) from exc
     if dev.type == "cpu":
-        return device
+        return "cpu"
     backend = getattr(torch, dev.type, None)
     is_available = getattr(backend, "is_available", None)
     label = dev.type.upper() if dev.type in ("cuda", "xpu", "mps") else dev.type
@@ -312,12 +317,44 @@ def _check_device(path: Path, device: Any) -> str:
             f"or run on a machine with a {label} device"
         )
     count = getattr(backend, "device_count", lambda: 1)()
+    if dev.type == "cuda":
+        return normal_cuda(device, count=count, assigned=assigned, where=str(path))
     if dev.index is not None and dev.index >= count:
         raise ModelFileError(
             f"DEVICE={device!r} but this machine has {count} {label} device(s); "
             f"set DEVICE='{dev.type}' or an index below {count} in {path}"
         )
     return device
+
+
+def normal_cuda(device: str, *, count: int, assigned: tuple[str, ...] | None = None, where: str = "") -> str:
+    """A CUDA device as `cuda:N`, N an index among the `count` GPUs this process sees; nothing
+    downstream ever sees a bare "cuda" (torch.cuda.set_device refuses one) or an index it cannot see.
+
+    Without `assigned`, torch's own meaning in this process: "cuda" is its first GPU (the current
+    device of a fresh process), "cuda:N" its N-th. Under Ray, `assigned` holds the node's GPU ids Ray
+    gave the task (`ray.get_gpu_ids()`, the order of its CUDA_VISIBLE_DEVICES): "cuda" is the GPU
+    Ray assigned, and "cuda:N" names GPU N of the node, so it becomes its index among the assigned
+    ones. ModelFileError, naming the fix, when the index is one this process cannot see.
+    """
+    import torch
+
+    index = torch.device(device).index
+    where = f" in {where}" if where else ""
+    if assigned is not None:
+        if index is None:
+            return "cuda:0"
+        if str(index) not in assigned:
+            raise ModelFileError(
+                f"DEVICE={device!r}{where} names GPU {index} of the node, but Ray gave this trial GPU "
+                f"{', '.join(assigned) or 'none'}; set DEVICE='cuda' to measure on the GPU Ray assigns each "
+                f"trial (docs/ray.md, \"GPU platforms\")")
+        return f"cuda:{assigned.index(str(index))}"
+    index = 0 if index is None else index
+    if index >= count:
+        raise ModelFileError(f"DEVICE={device!r} but this machine has {count} CUDA device(s); "
+                             f"set DEVICE='cuda' or an index below {count}{where}")
+    return f"cuda:{index}"
 
 
 def _check_inputs(path: Path, inputs: Any) -> tuple[tuple, dict]:
