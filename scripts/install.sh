@@ -23,5 +23,8 @@ PIP=("$VENV/bin/python" -m pip install -qq)
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "${PIP[@]}" --upgrade pip
 "$VENV/bin/python" -c "import torch" 2>/dev/null || "${PIP[@]}" "torch==${TUNER_TORCH_VERSION:-2.13.0}"
+# setuptools builds in ./build and reuses what is there: modules moved or deleted since an earlier
+# install would come back into the wheel from it.
+rm -rf build
 "${PIP[@]}" --force-reinstall --no-deps .
 "${PIP[@]}" ".${EXTRAS:+[$EXTRAS]}"

@@ -138,7 +138,7 @@ def test_the_candidates_peak_is_its_own_on_cuda() -> None:
 ])
 def test_a_cuda_device_becomes_an_index_this_process_sees(device: str, assigned, expected: str) -> None:
     from tuner.errors import ModelFileError
-    from tuner.workload.modelfile import normal_cuda
+    from tuner.workload.device import normal_cuda
 
     if expected.startswith("cuda:"):
         assert normal_cuda(device, count=2, assigned=assigned) == expected
@@ -173,7 +173,7 @@ def cuda_entry_points(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 
 
 def test_torch_cuda_adapter_passes_torch_checks_only_in_the_normal_form(cuda_entry_points) -> None:
-    from tuner.trial import TorchCuda
+    from tuner.trial.cuda_api import TorchCuda
 
     with pytest.raises(ValueError, match="Expected a torch.device with a specified index"):
         TorchCuda().set_device("cuda")                   # what every trial did before the normal form
@@ -188,12 +188,12 @@ def test_a_bare_cuda_device_reaches_torchs_c_entry_point_through_the_product(
     torch._C._cuda_setDevice, which this CPU build lacks (only the device count is stood in)."""
     import torch
 
-    from tuner.workload.modelfile import _check_device
+    from tuner.workload.device import check_device
 
     monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", lambda: 1, raising=False)
     monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
     monkeypatch.setattr(torch.cuda, "_cached_device_count", None)
-    device = _check_device(tmp_path / "m.py", "cuda")
+    device = check_device(tmp_path / "m.py", "cuda")
     assert device == "cuda:0"
     with pytest.raises(AttributeError, match="has no attribute '_cuda_setDevice'"):
         select(device)

@@ -56,7 +56,7 @@ def test_the_backend_entry_point_loads_the_lookup_face() -> None:
     assert lookup_backend("tuner") is tuner_backend
 
 
-def test_the_old_pipeline_module_still_imports_and_says_where_it_went(tmp_path: Path) -> None:
+def test_what_the_removed_pipeline_shim_offered_imports_from_tuner_search(tmp_path: Path) -> None:
     """The `tuner.pipeline` shim is gone; what it offered imports from `tuner.search`, the face,
     in a fresh process outside the repository (the installed package, not the source tree)."""
     code = "from tuner.search import Execution, MeasureSpec, SearchOptions, run_search; print(run_search.__module__)"

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from tuner.errors import ModelFileError
+from tuner.workload.device import check_device
+from tuner.workload.wording import describe_value, exception_line
 
 if TYPE_CHECKING:
     import torch
@@ -92,7 +94,7 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
                 f"model file {path} {what} {fn_name}(); add `def {fn_name}():` "
                 f"({'returning an nn.Module' if fn_name == 'get_model' else 'returning a tuple or dict of tensors'})"
             )
-    device = _check_device(path, getattr(module, "DEVICE", "cpu"), assigned_gpus)
+    device = check_device(path, getattr(module, "DEVICE", "cpu"), assigned_gpus)
 
     _seed_everything(seed)
     model = _call(path, module.get_model, "get_model()")
@@ -103,7 +105,7 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
         )
     if not isinstance(model, torch.nn.Module):
         raise ModelFileError(
-            f"get_model() in {path} returned {_describe(model)}, not a torch.nn.Module; "
+            f"get_model() in {path} returned {describe_value(model)}, not a torch.nn.Module; "
             f"return the model instance, e.g. `return MyModel().eval()`"
         )
     _seed_everything(seed)
@@ -136,7 +138,7 @@ def eager_reference(loaded: LoadedModel) -> Any:
     tensors = flatten_outputs(first)
     if not tensors:
         raise ModelFileError(
-            f"the output of model {loaded.path} holds no tensor (it is {_describe(first)}), so compiled "
+            f"the output of model {loaded.path} holds no tensor (it is {describe_value(first)}), so compiled "
             f"results cannot be checked against eager; return the output tensor(s) from forward()"
         )
     _refuse_nan(loaded.path, tensors)
@@ -293,70 +295,6 @@ def _call(path: Path, fn: Callable, what: str) -> Any:
         ) from exc
 
 
-def _check_device(path: Path, device: Any, assigned: tuple[str, ...] | None = None) -> str:
-    """`DEVICE` in its one normal form for this process: "cpu", or `cuda:N` with N an index this
-    process can see (`normal_cuda`); ModelFileError naming the fix for anything else."""
-    import torch
-
-    if not isinstance(device, str):
-        raise ModelFileError(f"DEVICE in {path} is {_describe(device)}; set DEVICE to a string such as 'cpu' or 'cuda'")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError) as exc:
-        raise ModelFileError(
-            f"DEVICE={device!r} in {path} is not a device name ({exception_line(exc)}); set DEVICE='cpu' or DEVICE='cuda'"
-        ) from exc
-    if dev.type == "cpu":
-        return "cpu"
-    backend = getattr(torch, dev.type, None)
-    is_available = getattr(backend, "is_available", None)
-    label = dev.type.upper() if dev.type in ("cuda", "xpu", "mps") else dev.type
-    if is_available is None or not is_available():
-        raise ModelFileError(
-            f"DEVICE={device!r} but no {label} device is available; set DEVICE='cpu' in {path} "
-            f"or run on a machine with a {label} device"
-        )
-    count = getattr(backend, "device_count", lambda: 1)()
-    if dev.type == "cuda":
-        return normal_cuda(device, count=count, assigned=assigned, where=str(path))
-    if dev.index is not None and dev.index >= count:
-        raise ModelFileError(
-            f"DEVICE={device!r} but this machine has {count} {label} device(s); "
-            f"set DEVICE='{dev.type}' or an index below {count} in {path}"
-        )
-    return device
-
-
-def normal_cuda(device: str, *, count: int, assigned: tuple[str, ...] | None = None, where: str = "") -> str:
-    """A CUDA device as `cuda:N`, N an index among the `count` GPUs this process sees; nothing
-    downstream ever sees a bare "cuda" (torch.cuda.set_device refuses one) or an index it cannot see.
-
-    Without `assigned`, torch's own meaning in this process: "cuda" is its first GPU (the current
-    device of a fresh process), "cuda:N" its N-th. Under Ray, `assigned` holds the node's GPU ids Ray
-    gave the task (`ray.get_gpu_ids()`, the order of its CUDA_VISIBLE_DEVICES): "cuda" is the GPU
-    Ray assigned, and "cuda:N" names GPU N of the node, so it becomes its index among the assigned
-    ones. ModelFileError, naming the fix, when the index is one this process cannot see.
-    """
-    import torch
-
-    index = torch.device(device).index
-    where = f" in {where}" if where else ""
-    if assigned is not None:
-        if index is None:
-            return "cuda:0"
-        if str(index) not in assigned:
-            raise ModelFileError(
-                f"DEVICE={device!r}{where} names GPU {index} of the node, but Ray gave this trial GPU "
-                f"{', '.join(assigned) or 'none'}; set DEVICE='cuda' to measure on the GPU Ray assigns each "
-                f"trial (docs/ray.md, \"GPU platforms\")")
-        return f"cuda:{assigned.index(str(index))}"
-    index = 0 if index is None else index
-    if index >= count:
-        raise ModelFileError(f"DEVICE={device!r} but this machine has {count} CUDA device(s); "
-                             f"set DEVICE='cuda' or an index below {count}{where}")
-    return f"cuda:{index}"
-
-
 def _check_inputs(path: Path, inputs: Any) -> tuple[tuple, dict]:
     import torch
 
@@ -368,28 +306,14 @@ def _check_inputs(path: Path, inputs: Any) -> tuple[tuple, dict]:
             if not isinstance(k, str):
                 raise ModelFileError(f"get_inputs() in {path} returned a dict with key {k!r}; use argument names (str) as keys")
             if not isinstance(v, torch.Tensor):
-                raise ModelFileError(f"get_inputs() in {path}: element {k!r} is {_describe(v)}, not a tensor; {fix}")
+                raise ModelFileError(f"get_inputs() in {path}: element {k!r} is {describe_value(v)}, not a tensor; {fix}")
         return (), dict(inputs)
     if isinstance(inputs, (tuple, list)):
         for i, v in enumerate(inputs):
             if not isinstance(v, torch.Tensor):
-                raise ModelFileError(f"get_inputs() in {path}: element {i} is {_describe(v)}, not a tensor; {fix}")
+                raise ModelFileError(f"get_inputs() in {path}: element {i} is {describe_value(v)}, not a tensor; {fix}")
         return tuple(inputs), {}
-    raise ModelFileError(f"get_inputs() in {path} returned {_describe(inputs)}; {fix}")
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60 or "\n" in text:
-        return f"a {type(value).__name__}"
-    return f"{text} ({type(value).__name__})"
-
-
-def exception_line(exc: BaseException) -> str:
-    """The last line of an exception as Python prints it, e.g. "ValueError: bad size"."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    name = type(exc).__qualname__
-    return f"{name}: {lines[-1]}" if lines else name
+    raise ModelFileError(f"get_inputs() in {path} returned {describe_value(inputs)}; {fix}")
 
 
 def _where(exc: BaseException, path: Path) -> str:

@@ -63,7 +63,7 @@ def make_optimizer(loaded: "LoadedModel", model: "torch.nn.Module") -> "torch.op
     something that is not a torch optimizer."""
     import torch
 
-    from tuner.workload.modelfile import exception_line
+    from tuner.workload.wording import exception_line
 
     make = loaded.get_optimizer
     if make is None:
@@ -138,7 +138,7 @@ def check_training(loaded: "LoadedModel") -> StepResult:
     is not a finite scalar, no parameter gets a gradient, or the two steps differ."""
     import torch
 
-    from tuner.workload.modelfile import exception_line
+    from tuner.workload.wording import exception_line
 
     call = loss_call(loaded)
     try:
