@@ -9,6 +9,13 @@
   exists and is executable, and a `pip install` names something installable from the checkout
   (`.`, `'.[extra]'` with an extra pyproject.toml defines, a built wheel) or a package of PyPI
   other than tuner itself, which is not published there.
+- Every repository path and `tuner.` module name docs/architecture.md names exists: a path under
+  tuner/, search_spaces/, storage/, workers/, alembic/, scripts/, bench/, tests/ or docs/ is a
+  file (a `path.py:name` defines the name), and for a dotted name the longest prefix that is a
+  module is a file of the package-dir mapping, whose top level defines what follows (a `def`,
+  `class`, assignment, import or `__all__` entry; `Class.method` a member of the class).
+  Skipped by design: folders (`tuner/cli/`), paths outside the repository (`../shared/DESIGN.md`)
+  and bare file names (`space.py` in a list of one folder's modules).
 """
 from __future__ import annotations
 
@@ -292,3 +299,100 @@ def test_the_cli_reference_is_generated_from_the_parser() -> None:
 
     missing = sorted(f for f in flags(build_parser()) if f"`{f}" not in rendered and f", {f}" not in rendered)
     assert not missing and "## `tuner db upgrade`" in rendered, missing
+
+
+# -- module paths -------------------------------------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+REPO_PATH = re.compile(r"(?<![\w./-])((?:tuner|search_spaces|storage|workers|alembic|scripts|bench|tests|docs)"
+                       r"/[\w./-]*)(?::(\w+))?")
+DOTTED = re.compile(r"(?<![\w./-])tuner(?:\.\w+)+")
+
+
+def module_file(name: str) -> Path | None:
+    """The file (or namespace folder) of module `name` under the package-dir mapping, or None."""
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    package = max((p for p in dirs if name == p or name.startswith(p + ".")), key=len, default=None)
+    if package is None:
+        return None
+    base = ROOT / dirs[package] / Path(*name.split(".")[package.count(".") + 1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py", base):
+        if path.exists():
+            return path
+    return None
+
+
+def _members(body: list[ast.stmt]) -> dict[str, ast.AST]:
+    """Names a module or class body binds: defs, classes, assignments, imports (also inside
+    top-level `if`/`try` blocks) and the entries of a literal `__all__` (a lazy face's names)."""
+    found: dict[str, ast.AST] = {}
+    listed: list[str] = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node
+                    if target.id == "__all__" and node.value is not None:
+                        listed += ast.literal_eval(node.value)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update((a.asname or a.name.split(".")[0], node) for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):
+            found.update(_members([*node.body, *node.orelse, *getattr(node, "finalbody", [])]))
+    return {**dict.fromkeys(listed, ast.Pass()), **found}
+
+
+def defines(path: Path, attributes: list[str]) -> bool:
+    """Whether module `path` defines attributes[0] at its top level, and attributes[1] (if any)
+    as a member of that class (followed through a face's `from module import Class`)."""
+    if path.is_dir():
+        return False
+    members = _members(ast.parse(path.read_text(), filename=str(path)).body)
+    first = members.get(attributes[0])
+    if first is None or len(attributes) == 1:
+        return first is not None
+    if isinstance(first, ast.ImportFrom) and first.level == 0 and (source := module_file(first.module or "")):
+        return defines(source, attributes)
+    return not isinstance(first, ast.ClassDef) or attributes[1] in _members(first.body)
+
+
+def reference_problems(text: str) -> list[str]:
+    """The repository paths and `tuner.` names of `text` that do not exist, one line each."""
+    problems = []
+    for match in REPO_PATH.finditer(text):
+        named, name = match.group(1).rstrip(".-"), match.group(2)
+        if named.endswith("/"):          # a folder
+            continue
+        if not (ROOT / named).is_file():
+            problems.append(f"{named}: no such file")
+        elif name and named.endswith(".py") and not defines(ROOT / named, [name]):
+            problems.append(f"{named}:{name}: {named} does not define {name}")
+    for dotted in dict.fromkeys(DOTTED.findall(text)):
+        parts = dotted.split(".")
+        cut = next(i for i in range(len(parts), 0, -1) if module_file(".".join(parts[:i])))
+        rest = parts[cut:]
+        if rest and not defines(module_file(".".join(parts[:cut])), rest):
+            problems.append(f"{dotted}: {'.'.join(parts[:cut])} has no {rest[0]}"
+                            + (f".{rest[1]}" if len(rest) > 1 else ""))
+    return problems
+
+
+def test_every_path_and_module_the_architecture_names_exists() -> None:
+    text = ARCHITECTURE.read_text()
+    assert len(REPO_PATH.findall(text)) >= 50 and len(DOTTED.findall(text)) >= 30
+    problems = reference_problems(text)
+    assert not problems, "docs/architecture.md names what the code no longer has:\n" + "\n".join(problems)
+
+
+def test_a_path_or_module_the_code_lacks_is_caught() -> None:
+    assert not reference_problems("`tuner/lookup/decision.py` `storage/schema.py:SCHEMA_HEAD` `tuner/cli/` "
+                                  "`../shared/DESIGN.md` tuner.lookup.decision.decide_tier, tuner.compile, "
+                                  "`tuner.storage.Store.record_trial` `tuner.workers.placement` tuner.migrations.")
+    assert reference_problems("`tuner/search/confirming.py`") == ["tuner/search/confirming.py: no such file"]
+    assert reference_problems("(`storage/schema.py:SCHEMA_TAIL`)") == [
+        "storage/schema.py:SCHEMA_TAIL: storage/schema.py does not define SCHEMA_TAIL"]
+    assert reference_problems("tuner.lookup.decide_tier") == ["tuner.lookup.decide_tier: tuner.lookup has no decide_tier"]
+    assert reference_problems("`tuner.pipeline`") == ["tuner.pipeline: tuner has no pipeline"]
+    assert reference_problems("`tuner.storage.Store.record_trials`") == [
+        "tuner.storage.Store.record_trials: tuner.storage has no Store.record_trials"]

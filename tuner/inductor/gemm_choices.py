@@ -72,7 +72,7 @@ class GemmChoice:
         return min(self.timings, key=lambda item: (item[1], item[0]))[0]
 
     def to_record(self, platform: "Platform", *, user: str, host: str) -> "KernelConfig":
-        """This GEMM as a `kernel_configs` row (`storage/kernels.py`) on `platform`: the winner and
+        """This GEMM as a `kernel_configs` row (`storage/kernel_table.py`) on `platform`: the winner and
         every timing in `config`, the winner's timing as `latency_ms` (no spread: Inductor reports one number)."""
         from tuner.storage import KernelConfig
 
@@ -223,7 +223,7 @@ def save_harvest(records: Sequence[GemmChoice], *, db_url: str | None, device: s
     """Store harvested GEMMs in `db_url`'s `kernel_configs` for this machine's `device` platform
     (each kept only if better, `save_kernel_config`); returns how many were stored. Nothing
     without records, a database or on another device than a CPU or CUDA GPU. A database that cannot be
-    used is warned about once (`tuner.kernels.database`), never raised."""
+    used is warned about once (`tuner.kernels.guarded_db`), never raised."""
     if not records or db_url is None or not (device == "cpu" or device.startswith("cuda")):
         return 0
     from tuner.kernels import KernelDatabase

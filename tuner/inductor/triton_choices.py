@@ -67,7 +67,7 @@ class TritonChoice:
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def to_record(self, platform: "Platform", *, user: str, host: str) -> "KernelConfig":
-        """This choice as a `kernel_configs` row on `platform` (`storage/kernels.py`)."""
+        """This choice as a `kernel_configs` row on `platform` (`storage/kernel_table.py`)."""
         from tuner.storage import KernelConfig
 
         software = dict(platform.software)
