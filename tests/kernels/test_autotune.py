@@ -278,7 +278,7 @@ def test_importing_tuner_autotune_loads_neither_triton_nor_torch() -> None:
 
 def test_without_a_timer_the_interpreter_says_timings_mean_nothing(sqlite_url: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from tuner.kernels import database
+    from tuner.kernels import guarded_db as database
 
     monkeypatch.setattr(database, "_warned", set())     # once per process: another test may have had it
     kernel = tuner.autotune(space={"BLOCK": [32, 64]}, key=["n"], db=sqlite_url)(kernels.add_kernel)

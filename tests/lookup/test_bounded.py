@@ -182,7 +182,7 @@ def test_a_kernel_config_that_is_a_json_list_warns_and_the_kernel_launches(tmp_p
 
 @pytest.mark.postgres
 def test_a_kernel_launch_behind_a_stalled_proxy_is_bounded(postgres_server, postgres_url: str) -> None:
-    from tuner.kernels import database
+    from tuner.kernels import guarded_db as database
     from tuner.storage import upgrade
 
     upgrade(postgres_url)
