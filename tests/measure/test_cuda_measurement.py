@@ -66,6 +66,31 @@ def test_each_event_pair_spans_back_to_back_calls_calibrated_to_a_millisecond() 
     assert all(0.09 <= ms <= 0.2 for ms in rounds["other"]), rounds
 
 
+class KernelBound(Variant):
+    """A variant whose kernels outlast its host work: 20 us of host work reach the device before
+    its first kernel starts, once per sample (the GPU is idle at the start event), then the
+    kernels run back to back. Its host time per call stands in for calibration (a real clock)."""
+
+    def call(self) -> None:
+        self.calls += 1
+        end = time.perf_counter() + self.seconds
+        while time.perf_counter() < end:
+            pass
+        self.cuda.launch(host_us=20.0, device_us=self.seconds * 1e6)
+
+
+def test_every_variant_spreads_a_samples_fixed_cost_over_as_many_calls() -> None:
+    """The 20 us before the first kernel is a fixed cost per sample. Over one count of calls it adds
+    the same to every variant's figure, so the difference of two variants is exactly their kernels'
+    (200 us); calibrated alone, 10 and 4 calls per pair, it was 203 us."""
+    cuda = FakeCuda()
+    variants = {"default": KernelBound(cuda, "cuda:0", 0.0003), "fast": KernelBound(cuda, "cuda:0", 0.0001)}
+    plan = RoundPlan(min_rounds=3, max_rounds=3, samples_per_round=1, target_width=None, budget_s=None, warmup=3)
+    rounds = interleaved_rounds(variants, plan, baseline="default", rng=random.Random(0), cuda=cuda)
+    assert variants["default"].calls == variants["fast"].calls
+    assert [d - f for d, f in zip(rounds["default"], rounds["fast"])] == pytest.approx([0.2] * 3, abs=1e-9)
+
+
 def test_every_device_call_names_the_model_files_gpu() -> None:
     cuda = FakeCuda()
     select("cuda:1", cuda)

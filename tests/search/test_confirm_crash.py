@@ -88,15 +88,15 @@ def measured(labels: tuple[str, ...]) -> ConfirmResult:
 
 def test_only_a_crash_pinned_on_a_finalist_is_survived() -> None:
     req = request(MeasureSpec(model_path="m.py"), [(DEFAULT, Candidate()), *((f.label, f.candidate) for f in FINALISTS)],
-                  ROUNDS)
+                  ROUNDS, stage="claim")
     # the default compile's crash, one outside every variant, or a deadline: the confirmation fails
     for outcome in (failed(DEFAULT), failed(None), failed("tuned #1", Status.TIMEOUT)):
         assert confirm_through(lambda r, o=outcome: o, req) == outcome
     # both finalists crash in turn: each recorded, the default measured alone at last
     outcomes = iter([failed("tuned #2"), failed("tuned #1"), measured((DEFAULT,))])
     seen = []
-    result = confirm_through(lambda r: seen.append(len(r.variants)) or next(outcomes), req)
-    assert seen == [3, 2, 1]
+    result = confirm_through(lambda r: seen.append((len(r.variants), r.stage)) or next(outcomes), req)
+    assert seen == [(3, "claim"), (2, "claim"), (1, "claim")]      # a rerun keeps its run's stage
     assert [(v.label, v.status) for v in result.variants] == [
         (DEFAULT, Status.OK), ("tuned #1", Status.CRASHED), ("tuned #2", Status.CRASHED)]
     assert result.get("tuned #2").error == "trial process killed by SIGSEGV before reporting a result (last line)"

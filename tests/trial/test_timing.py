@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from tuner.trial import ConfirmRequest, MeasureSpec, RoundPlan, interleaved_rounds, paired_speedup
+from tuner.trial.timing import LONG_SAMPLE_S, MIN_SAMPLE_S, calls_per_sample
 
 
 @dataclass
@@ -73,19 +74,39 @@ def test_the_order_of_variants_is_shuffled_per_round() -> None:
     assert set(collapsed) == {"d", "a", "b"} and collapsed not in fixed_orders
 
 
-def test_in_train_mode_every_variant_takes_as_many_steps_per_sample() -> None:
-    """A training step changes the weights: a faster variant must not take more of them."""
+def test_every_variant_of_a_run_takes_as_many_calls_per_sample() -> None:
+    """A sample's fixed cost must not be spread over different counts: the faster variant takes
+    no more calls per sample than the slower one (each calibrating alone, it took three times as many)."""
     log: list[str] = []
-    variants = {"default": Busy("d", 0.001, log), "fast": Busy("f", 0.0001, log)}
+    variants = {"default": Busy("d", 0.0003, log), "fast": Busy("f", 0.0001, log)}
+    plan = RoundPlan(min_rounds=3, max_rounds=3, samples_per_round=2, target_width=None, budget_s=None, warmup=2)
+    interleaved_rounds(variants, plan, baseline="default", rng=random.Random(3))
+    assert log.count("d") == log.count("f") >= 2 + 3 * 2 * 2        # warm-up, then 2 samples of >= 2 calls a round
+
+
+def test_calls_per_sample_one_count_unless_the_samples_are_long() -> None:
+    assert calls_per_sample({"default": 0.0003, "fast": 0.0001}, MIN_SAMPLE_S) == {"default": 20, "fast": 20}
+    # One count (40) would make the slow variant's samples 120 ms: each takes its own for samples of >= 10 ms.
+    per_call = {"default": 0.00005, "slow": 0.003}
+    assert LONG_SAMPLE_S == 0.010 and calls_per_sample(per_call, MIN_SAMPLE_S) == {"default": 200, "slow": 4}
+    assert calls_per_sample(per_call, MIN_SAMPLE_S, same=True) == {"default": 40, "slow": 40}   # training steps
+    assert calls_per_sample({"a": 0.05, "b": 0.02}, MIN_SAMPLE_S) == {"a": 1, "b": 1}
+
+
+def test_in_train_mode_every_variant_takes_as_many_steps_per_sample_even_when_long() -> None:
+    """A training step changes the weights: a faster variant must not take more of them, even where
+    an inference run would give each variant its own count for long samples."""
+    log: list[str] = []
+    variants = {"default": Busy("d", 0.003, log), "fast": Busy("f", 0.0001, log)}
     plan = MeasureSpec("m.py", mode="train", warmup=2).plan()
-    plan = RoundPlan(min_rounds=3, max_rounds=3, samples_per_round=2, target_width=None, budget_s=None,
+    plan = RoundPlan(min_rounds=2, max_rounds=2, samples_per_round=1, target_width=None, budget_s=None,
                      warmup=plan.warmup, same_calls=plan.same_calls)
     interleaved_rounds(variants, plan, baseline="default", rng=random.Random(3))
-    assert log.count("d") == log.count("f") >= 2 + 3 * 2 * 2        # warm-up, then 2 samples of >= 2 steps a round
+    assert log.count("d") == log.count("f") >= 2 + 2 * 2
     log.clear()
     inference = replace(plan, same_calls=MeasureSpec("m.py").plan().same_calls)
     interleaved_rounds(variants, inference, baseline="default", rng=random.Random(3))
-    assert log.count("f") > log.count("d")                          # inference: each sample lasts long enough
+    assert log.count("f") > log.count("d")          # inference: 10 ms samples each, not 30+ ms ones for "d"
 
 
 def test_a_confirmation_honours_the_spec_warmup_and_train_rule() -> None:

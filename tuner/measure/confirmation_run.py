@@ -18,10 +18,11 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
     """Trial-process side: get each variant ready in a fresh model copy, then interleave rounds.
 
     Each variant goes through `tuner.measure.prepare`, as a trial does, in the order
-    `request.rng("compile")` shuffles. One that fails to compile, or whose output differs from
-    eager, is reported as WRONG_RESULT and takes no part in the rounds. The rounds follow
-    `request.plan()`: the spec's warm-up, and in train mode as many optimizer steps per sample
-    for every variant. A variant that fails to compile or run, while prepared or during the
+    `request.rng("compile")` shuffles (seeded by the run's stage, so the selection, ablation and
+    claim runs each compile in an order of their own). One whose output differs from eager is
+    reported as WRONG_RESULT and takes no part in the rounds. The rounds follow `request.plan()`
+    in the order `request.rng("rounds")` shuffles: the spec's warm-up, then as many calls per
+    sample for every variant (`tuner.trial.timing.calls_per_sample`). A variant that fails to compile or run, while prepared or during the
     rounds, stops the run there: it is reported with its status and named in `stopped_by`, and
     every other variant is CANCELLED, to be measured in a fresh process (`tuner.search.confirmation_retries`).
 

@@ -1,6 +1,8 @@
 """From trials to a stored verdict: finalists, a choice, the minimal config, a held-out claim.
 
-`conclude` runs the steps through a `run` function (an executor's `run_confirmation`):
+`conclude` runs the steps through a `run` function (an executor's `run_confirmation`), each run
+a confirmation process of its own whose `ConfirmRequest.stage` ("selection", "ablation",
+"claim") seeds its compile and round orders:
 
 1. **Selection run**: eager, the default compile and each finalist (`pick_finalists`),
    interleaved. Its even rounds choose: among eager and the finalists, those whose paired
@@ -10,19 +12,21 @@
    choice against itself minus each knob; a knob stays only if removing it makes the
    choice slower beyond the noise (its even rounds decide).
 3. **Claim run**, whenever anything but the defaults was chosen, in a confirmation process
-   of its own (its own compile order, `ConfirmRequest.rng`): eager, the default, the minimal
-   config (the full choice beside it when the ablation dropped knobs) and, for freezing,
-   configs without freezing; for a choice of eager, eager and the default. Its even rounds
-   pick what is stored (the minimal config unless it is slower than the choice beyond the
-   noise, eager if it beats that beyond the noise, and for the plain backend on a graph traced
-   with grad enabled the best of eager and the configs without freezing, or the defaults when
-   none clears the noise or its held-out rounds do not confirm it).
+   of its own: eager, the default, the minimal config (the full choice beside it when the
+   ablation dropped knobs) and, for freezing, configs without freezing; for a choice of eager,
+   eager and the default. Its even rounds decide: what is stored (the minimal config unless it
+   is slower than the choice beyond the noise, eager if it beats that beyond the noise, and for
+   the plain backend on a graph traced with grad enabled the best of eager and the configs
+   without freezing that clears the noise, else the defaults), and the gate: what is stored
+   must be faster than the default compile beyond the noise in these rounds, else Inductor's
+   defaults are stored.
 
-Every claim comes from the odd rounds of the claim run: rounds that played no part in any
-choice, measured in a process that did not choose, so neither the winner's curse nor a
-process-level effect (autotune picks, memory layout, compile order) is shared between choosing
-and claiming. A stored config whose claim does not clear the noise is not stored: Inductor's
-defaults are, so nothing is ever stored slower than the default compile or than eager.
+Every figure reported and stored comes from the odd rounds of the claim run: rounds that played
+no part in any choice nor in the gate, measured in a process that did not choose the finalist.
+A figure from the rounds that passed the gate would be biased upward for a marginal config (its
+lucky halves pass, its unlucky ones do not); this one is not. So a stored config cleared the
+noise against the default compile (and was not beaten by eager) in rounds of its own, and its
+figure is an unbiased estimate whose interval, for a marginal config, may reach below 1.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ from tuner.workload import Workload
 
 MODE_PREFIX = "mode "
 FREEZING = "freezing"
+SELECTION, ABLATION, CLAIM = "selection", "ablation", "claim"      # ConfirmRequest.stage of each run
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class Verdict:
 
     `stored` is the config stored for lookup (None: Inductor's defaults; `eager`: run
     uncompiled). `claim` is its speedup over the default compile and `over_eager` over eager,
-    both from held-out rounds of `claim_run`. `unfrozen` is, when `stored` freezes, what the
+    both from the odd rounds of `claim_run` (its even rounds chose and gated it). `unfrozen` is, when `stored` freezes, what the
     plain backend applies (empty candidate: the defaults, or eager when its label is EAGER)
     with its `unfrozen_claim`.
     """
@@ -119,15 +124,17 @@ def pick_finalists(records: tuple[TrialRecord, ...], *, top: int = 2) -> tuple[F
                  for label, r in picked)
 
 
-def request(spec: MeasureSpec, variants: list[tuple[str, Candidate | None]], rounds: int) -> ConfirmRequest:
-    """A confirmation of `variants` (None: eager), each once, in the order given."""
+def request(spec: MeasureSpec, variants: list[tuple[str, Candidate | None]], rounds: int, *,
+            stage: str) -> ConfirmRequest:
+    """A confirmation of `variants` (None: eager), each once, in the order given; `stage` seeds its
+    compile and round orders (`ConfirmRequest.rng`), so each run's differ from the others'."""
     seen, unique = set(), []
     for label, cand in variants:
         key = None if cand is None else cand.key
         if key not in seen:
             seen.add(key)
             unique.append((label, None if cand is None else cand.params))
-    return ConfirmRequest(spec=spec, variants=tuple(unique), rounds=rounds)
+    return ConfirmRequest(spec=spec, variants=tuple(unique), rounds=rounds, stage=stage)
 
 
 def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, finalists: tuple[Finalist, ...],
@@ -140,14 +147,14 @@ def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, 
     those that save memory or compile time.
     """
     selection = run(request(spec, [(EAGER, None), (DEFAULT, Candidate()),
-                                   *((f.label, f.candidate) for f in finalists)], rounds))
+                                   *((f.label, f.candidate) for f in finalists)], rounds, stage=SELECTION))
     _require_default(selection)
-    choose_on, report_on = halves(selection)
+    choose_on = halves(selection)[0]
     labels = [f.label for f in finalists]
     chosen = choose(choose_on, [*labels, EAGER] if in_order else [EAGER, *labels], first=in_order)
     by_label = {f.label: f for f in finalists}
     if chosen == DEFAULT:
-        return _checked(Verdict(finalists, selection, chosen, None, False, None, None, selection))
+        return Verdict(finalists, selection, chosen, None, False, None, None, selection)
     if chosen == EAGER:
         return _eager_claim(run, spec, finalists, selection, rounds=rounds)
     choice = by_label[chosen]
@@ -158,12 +165,13 @@ def conclude(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, 
 
 def _eager_claim(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, finalists: tuple[Finalist, ...],
                  selection: ConfirmResult, *, rounds: int) -> Verdict:
-    """Step 3 for a choice of eager: eager against the default in a run of its own, claimed
-    from its odd rounds (`_checked` keeps the defaults when that does not clear the noise)."""
-    result = run(request(spec, [(EAGER, None), (DEFAULT, Candidate())], rounds))
+    """Step 3 for a choice of eager: eager against the default in a run of its own, gated on its
+    even rounds (`_checked` keeps the defaults when they do not clear the noise), claimed from its odd."""
+    result = run(request(spec, [(EAGER, None), (DEFAULT, Candidate())], rounds, stage=CLAIM))
     _require_default(result)
-    return _checked(Verdict(finalists, selection, EAGER, None, True, _speedups(halves(result)[1]).get(EAGER),
-                            None, result))
+    gate_on, report_on = halves(result)
+    return _checked(Verdict(finalists, selection, EAGER, None, True, _speedups(report_on).get(EAGER), None, result),
+                    _speedups(gate_on).get(EAGER))
 
 
 def choose(result: ConfirmResult, labels: list[str], *, first: bool = False) -> str:
@@ -182,7 +190,7 @@ def ablate(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec, ch
     params = choice.candidate.as_dict()
     variants = [("chosen", choice.candidate)]
     variants += [(f"without {k}", Candidate.from_dict({n: v for n, v in params.items() if n != k})) for k in params]
-    result = run(request(spec, variants, rounds))
+    result = run(request(spec, variants, rounds, stage=ABLATION))
     choose_on = halves(result)[0]
     base = choose_on.get("chosen")
     if base is None or not base.round_ms:
@@ -206,13 +214,13 @@ def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec
                selection: ConfirmResult, choice: Finalist, minimal: Finalist, ablation: Ablation | None, *,
                rounds: int) -> Verdict:
     """Step 3: measure what would be stored beside eager, the default, the full choice (when
-    the ablation dropped knobs) and the configs without freezing; choose on even rounds, claim
-    from odd rounds."""
+    the ablation dropped knobs) and the configs without freezing; choose and gate on even rounds,
+    claim from odd rounds."""
     thawed = _thawed_candidates(finalists, minimal, choice)
     variants = [(EAGER, None), (DEFAULT, Candidate()), (minimal.label, minimal.candidate),
                 (choice.label, choice.candidate), *((f.label, f.candidate) for f in thawed)]
     variants = list({label: (label, c) for label, c in variants}.values())   # minimal is the choice when nothing was dropped
-    result = run(request(spec, variants, rounds))
+    result = run(request(spec, variants, rounds, stage=CLAIM))
     _require_default(result)
     choose_on, report_on = halves(result)
     stored = minimal
@@ -225,23 +233,18 @@ def _claim_run(run: Callable[[ConfirmRequest], ConfirmResult], spec: MeasureSpec
     if eager_sp is not None and eager_sp.slower_beyond_noise:
         notes.append(f"eager beat {stored.label} beyond the noise, so the graph runs uncompiled")
         stored = None
-    claims = _speedups(report_on)
+    claims, gates = _speedups(report_on), _speedups(choose_on)
     if stored is None:
         return _checked(Verdict(finalists, selection, EAGER, None, True, claims.get(EAGER), None, result,
-                                ablation, notes=tuple(notes)))
+                                ablation, notes=tuple(notes)), gates.get(EAGER))
     unfrozen, unfrozen_claim = None, None
-    if stored.freezes:
+    if stored.freezes:      # chosen on the even rounds only among those that clear the noise there: its gate
         pick = choose(choose_on, [EAGER, *(f.label for f in thawed)])
         unfrozen_claim = claims.get(pick) if pick != DEFAULT else None
-        if pick != DEFAULT and (unfrozen_claim is None or not unfrozen_claim.clears_noise):
-            shown = unfrozen_claim.text() if unfrozen_claim else "no measurement"
-            notes.append(f"without freezing, {pick} did not hold up in the held-out rounds ({shown}), "
-                         f"so a compile that cannot freeze gets Inductor's defaults")
-            pick, unfrozen_claim = DEFAULT, None
         unfrozen = next((f for f in thawed if f.label == pick), Finalist(pick, Candidate()))
     return _checked(Verdict(finalists, selection, choice.label, stored, False, claims.get(stored.label),
                             _over_eager(report_on, stored.label), result, ablation, unfrozen, unfrozen_claim,
-                            tuple(notes)))
+                            tuple(notes)), gates.get(stored.label))
 
 
 def _thawed_candidates(finalists: tuple[Finalist, ...], minimal: Finalist, choice: Finalist) -> list[Finalist]:
@@ -257,13 +260,16 @@ def _thawed_candidates(finalists: tuple[Finalist, ...], minimal: Finalist, choic
     return out
 
 
-def _checked(verdict: Verdict) -> Verdict:
-    """Refuse a claim that does not clear the noise in the held-out rounds: store the defaults."""
-    if verdict.chosen == DEFAULT or (verdict.claim is not None and verdict.claim.clears_noise):
+def _checked(verdict: Verdict, gate: Speedup | None) -> Verdict:
+    """The storage gate: `verdict` when `gate`, what is stored against the default compile in the
+    claim run's even rounds, clears the noise; else the defaults. The claim reported (odd rounds)
+    plays no part, so the figure stored is not the one the gate selected on."""
+    if gate is not None and gate.clears_noise:
         return verdict
     what = "eager" if verdict.eager else (verdict.stored.label if verdict.stored else verdict.chosen)
-    shown = verdict.claim.text() if verdict.claim else "no measurement"
-    note = f"{what} did not hold up in the held-out rounds ({shown}), so Inductor's defaults stay"
+    shown = gate.text() if gate else "no measurement"
+    note = (f"{what} did not clear the noise against the default compile in the claim run, a process that "
+            f"did not choose it ({shown} in the half of its rounds that decides), so Inductor's defaults stay")
     return Verdict(verdict.finalists, verdict.selection, DEFAULT, None, False, None, None, verdict.claim_run,
                    verdict.ablation, notes=(*verdict.notes, note))
 

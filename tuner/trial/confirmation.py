@@ -40,6 +40,7 @@ class ConfirmRequest:
     max_rounds: int | None = None          # go on to this many rounds while an interval is wider than target_width
     target_width: float | None = None      # relative, against the first variant (only with max_rounds)
     stage: str = "selection"               # with spec.seed, seeds this run's compile and round orders
+    #                                        (tuner.search.verdict: "selection", "ablation", "claim")
 
     @property
     def timeout_s(self) -> float:
@@ -142,9 +143,10 @@ def speedup(baseline: VariantResult, variant: VariantResult) -> Speedup | None:
 
 
 def halves(result: ConfirmResult) -> tuple[ConfirmResult, ConfirmResult]:
-    """The result split by round parity: (even rounds, odd rounds). A choice made on one half
-    and a claim reported from the other are independent: the claim's rounds played no part
-    in the choice (no winner's curse), and both halves span the whole run in time."""
+    """The result split by round parity: (even rounds, odd rounds). What is decided on one half
+    (a choice, the gate a config must pass to be stored) and a figure reported from the other are
+    independent: the figure's rounds played no part in the decision (no winner's curse, no figure
+    inflated by the gate that let it through), and both halves span the whole run in time."""
     def pick(parity: int) -> ConfirmResult:
         return replace(result, variants=tuple(replace(v, round_ms=v.round_ms[parity::2]) for v in result.variants))
 

@@ -7,13 +7,22 @@ variant against the baseline is narrower than `RoundPlan.target_width`, once its
 budget is spent, or at `max_rounds`, and never before `min_rounds`; a caller's `should_stop`
 (pruning, `tuner.trial.pruning`) may stop it earlier.
 
-Clocks: on CPU a sample is `calls` back-to-back calls timed with `perf_counter` (enough
-calls to last MIN_SAMPLE_S, so the clock's grain is noise-free). On CUDA (`CudaClock`) a
-sample is one pair of CUDA events around `calls` back-to-back calls (enough to last
-MIN_CUDA_SAMPLE_S): the L2 cache is flushed first, then the host waits for the device, so
-the start event is recorded on an idle GPU and the host work of the calls (Dynamo guards,
-the Python wrapper, launches) lies inside the pair, as a user sees it. Every device call
-names the variant's device, never the current one.
+Clocks: on CPU a sample is `calls` back-to-back calls timed with `perf_counter`. On CUDA
+(`CudaClock`) a sample is one pair of CUDA events around `calls` back-to-back calls: the L2
+cache is flushed first, then the host waits for the device, so the start event is recorded on
+an idle GPU and the host work of the calls (Dynamo guards, the Python wrapper, launches) lies
+inside the pair, as a user sees it. Every device call names the variant's device, never the
+current one.
+
+Calls per sample (`calls_per_sample`): every variant of one run takes the same number, enough
+for the fastest to last MIN_SAMPLE_S (CPU) or MIN_CUDA_SAMPLE_S (CUDA), unless that would make a
+sample longer than LONG_SAMPLE_S; then each variant takes enough for its own samples to last
+LONG_SAMPLE_S. A sample has a fixed cost (on CUDA the host time to the first kernel on an idle
+GPU and one cold-L2 call, on CPU a cold cache after another variant): with one count it adds
+the same time to every variant's per-call figure, so a difference between variants is measured
+whole and a ratio can only move toward 1, never show a gain that is not there. With a count per
+variant, rounded up to whole calls, samples of 1-2 ms spread it unevenly: 1-3%, the size of the
+gains claimed. Samples of 10 ms or more hold it to about 0.2% whatever the counts.
 """
 from __future__ import annotations
 
@@ -29,6 +38,7 @@ from tuner.trial.stats import paired_speedup
 
 MIN_SAMPLE_S = 0.002          # one CPU sample lasts at least this long
 MIN_CUDA_SAMPLE_S = 0.001     # one CUDA event pair spans at least this long (events resolve ~0.5 us)
+LONG_SAMPLE_S = 0.010         # samples this long may differ in calls: a fixed cost is ~0.2% of them
 
 
 class Timed(Protocol):
@@ -51,18 +61,42 @@ class RoundPlan:
     target_width: float | None = 0.05
     budget_s: float | None = 10.0
     warmup: int = 3
-    same_calls: bool = False      # every variant as many calls per sample (train: as many optimizer steps)
+    same_calls: bool = False      # one count even for long samples (train: as many optimizer steps each)
 
 
-def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None],
-              min_sample_s: float = MIN_SAMPLE_S) -> int:
-    """Run `warmup` calls; return how many calls one timed sample needs to last `min_sample_s`."""
+def per_call_s(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None]) -> float:
+    """Run `warmup` calls (at least one) and wait for the device; the seconds one call took on average."""
     start = time.perf_counter()
     for _ in range(max(1, warmup)):
         fn()
     sync()
-    per_call = (time.perf_counter() - start) / max(1, warmup)
-    return max(1, math.ceil(min_sample_s / max(per_call, 1e-7)))
+    return (time.perf_counter() - start) / max(1, warmup)
+
+
+def _enough(per_call: float, seconds: float) -> int:
+    return max(1, math.ceil(seconds / max(per_call, 1e-7)))
+
+
+def calibrate(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None],
+              min_sample_s: float = MIN_SAMPLE_S) -> int:
+    """Run `warmup` calls; return how many calls one timed sample of `fn` alone needs to last `min_sample_s`.
+    (A run of several variants decides their counts together: `calls_per_sample`.)"""
+    return _enough(per_call_s(fn, warmup=warmup, sync=sync), min_sample_s)
+
+
+def calls_per_sample(per_call: Mapping[str, float], min_sample_s: float, *, same: bool = False) -> dict[str, int]:
+    """Calls per timed sample for each variant of one run, from its seconds per call (`per_call_s`).
+
+    One count for all: the largest any variant needs to last `min_sample_s` (the fastest's).
+    Where that count makes some variant's sample longer than LONG_SAMPLE_S (a variant many
+    times slower than the fastest), each variant instead gets the count that makes its own
+    samples last LONG_SAMPLE_S, unless `same` (training: every variant takes as many optimizer
+    steps). The module docstring says why.
+    """
+    common = max(_enough(seconds, min_sample_s) for seconds in per_call.values())
+    if same or all(common * seconds <= LONG_SAMPLE_S for seconds in per_call.values()):
+        return dict.fromkeys(per_call, common)
+    return {label: _enough(seconds, LONG_SAMPLE_S) for label, seconds in per_call.items()}
 
 
 def time_samples(fn: Callable[[], Any], *, calls: int, samples: int, sync: Callable[[], None]) -> list[float]:
@@ -127,14 +161,15 @@ def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseli
     True stops the rounds there. `cuda` drives CUDA variants' clocks (default: torch.cuda).
     `on_variant` is told each variant's label before its calibration and before each of its
     turns, outside the timed calls (a confirmation keeps it, so a crash names its variant).
+    Every variant's warm-up calls come first, then `calls_per_sample` decides their counts together.
     """
     mark = on_variant or (lambda label: None)
-    calls = {}
+    per_call = {}
     for label, v in variants.items():
         mark(label)
-        calls[label] = calibrate(v.call, warmup=plan.warmup, sync=v.sync, min_sample_s=min_sample_s(v.device))
-    if plan.same_calls:
-        calls = dict.fromkeys(calls, max(calls.values()))
+        per_call[label] = per_call_s(v.call, warmup=plan.warmup, sync=v.sync)
+    shortest = max(min_sample_s(v.device) for v in variants.values())
+    calls = calls_per_sample(per_call, shortest, same=plan.same_calls)
     take = {label: sampler_for(v, calls[label], plan.samples_per_round, cuda) for label, v in variants.items()}
     rounds: dict[str, list[float]] = {label: [] for label in variants}
     start = time.perf_counter()
