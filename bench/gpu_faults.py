@@ -77,9 +77,12 @@ def section_assert(check: Any) -> list[str]:
                  Finalist(SOUND, Candidate.from_dict({"max_fusion_size": 32})))
     executor, runs = get_executor("local", workers=1), []
 
-    def confirm(request: Any) -> Any:
+    def each_process(request: Any) -> Any:      # what each fresh confirmation process was asked to measure
         runs.append(tuple(label for label, _ in request.variants))
-        confirmed = confirm_through(executor.run_confirmation, request)
+        return executor.run_confirmation(request)
+
+    def confirm(request: Any) -> Any:
+        confirmed = confirm_through(each_process, request)
         if isinstance(confirmed, ConfirmFailed):
             raise RuntimeError(f"the confirmation failed: {confirmed.status.value}: {confirmed.error}")
         return confirmed
@@ -91,7 +94,7 @@ def section_assert(check: Any) -> list[str]:
     crashed, selection = verdict.selection.get(CRASHING), verdict.selection
     headline = (crashed.error or "").splitlines()[0][:160] if crashed.error else ""
     print(f"  {CRASHING} (max_fusion_size=8): {crashed.status.value}: {headline}")
-    print(f"  confirmation runs asked for: {runs}; chosen: {verdict.chosen}")
+    print(f"  each confirmation process measured: {runs}; chosen: {verdict.chosen}")
     problems = []
     if crashed.status not in (Status.RUNTIME_ERROR, Status.CRASHED) or crashed.round_ms:
         problems.append(f"{CRASHING} ended {crashed.status.value} with {len(crashed.round_ms)} rounds")
@@ -102,9 +105,11 @@ def section_assert(check: Any) -> list[str]:
         got = selection.get(label)
         if got.status is not Status.OK or len(got.round_ms) != ROUNDS:
             problems.append(f"{label} ended {got.status.value} with {len(got.round_ms)} rounds")
+    if len(runs) < 2 or any(CRASHING in run for run in runs[1:]):
+        problems.append(f"the confirmation processes measured {runs}: none without {CRASHING}")
     if verdict.chosen == CRASHING:
         problems.append(f"the verdict chose {CRASHING}")
     if problems:
         raise AssertionError("; ".join(problems))
     return [f"{CRASHING}: {crashed.status.value} ({headline[:70]})",
-            f"{len(runs)} confirmation request(s), the others confirmed in a fresh process; chose {verdict.chosen}"]
+            f"{len(runs)} confirmation processes, the others measured without it in a fresh one; chose {verdict.chosen}"]
