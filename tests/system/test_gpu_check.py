@@ -73,16 +73,6 @@ def test_not_tested_is_neither_ok_nor_a_failure() -> None:
 
 
 @pytest.mark.slow
-def test_the_gpu_check_confirms_past_a_finalist_that_fires_a_device_assert(tmp_path: Path) -> None:
-    """On CPU the assert model's finalist fails with an IndexError at its first call, and the
-    others are confirmed in a fresh process without it (its section 3, bare 'cuda', runs by hand:
-    `--smoke --sections bare`)."""
-    _, report, summary = run_smoke(tmp_path, "assert", timeout=400)
-    assert "4. device assert finalist      ok" in summary and "tuned #1: runtime_error" in summary, summary
-    assert "IndexError: index out of range" in summary, summary
-
-
-@pytest.mark.slow
 def test_the_gpu_check_runs_its_harvest_section_in_smoke_mode(tmp_path: Path) -> None:
     out, report, summary = run_smoke(tmp_path, "harvest")
     assert "8. Inductor harvesting         ok" in summary and "B from the database" in summary, summary
