@@ -1,4 +1,4 @@
-"""Section k of bench/gpu_check.py: a `tuner.autotune` kernel inside `torch.compile` (issue 23).
+"""Section 7 of bench/gpu_check.py: a `tuner.autotune` kernel inside `torch.compile` (issue 23).
 
 Three fresh processes on one kernel database, each `python bench/gpu_compile_kernels.py MODE DB
 [--smoke]`, each printing one `RESULT {json}` line:

@@ -1,4 +1,4 @@
-"""Section c of bench/gpu_check.py: Inductor's own kernels harvested once, then compiled from the database.
+"""Section 8 of bench/gpu_check.py: Inductor's own kernels harvested once, then compiled from the database.
 
 Process A (the check's process) prepares the small transformer stack with `max_autotune` through
 `tuner.measure.prepare`, the trial's own path: Inductor autotunes its GEMMs (Triton templates

@@ -1,9 +1,9 @@
-"""Section l of bench/gpu_check.py: one timed section per GPU at once, one at a time on each GPU.
+"""Sections 6 and 10 of bench/gpu_check.py: one timed section at a time on a GPU, one per GPU at once.
 
-One process per GPU the machine has takes `tuner.measure.measure_lock("cuda:N")` and holds it for
-HOLD_S, and a second process on cuda:0 does the same. The check passes when the sections of
-different GPUs overlapped (a multi-GPU node measures one trial per GPU at once) and the two on
-cuda:0 did not (a GPU is timed by one trial at a time). Each process also prints its lock's name
+Section 6: two processes take cuda:0's measure lock (`tuner.measure.node_lock`) and hold it for
+HOLD_S: they must take turns (a GPU is timed by one trial at a time). Section 10 needs two GPUs
+(on one it says "not tested: one GPU"): one process per GPU and a second one on cuda:0; the
+sections of different GPUs must overlap (a multi-GPU node measures one trial per GPU at once). Each process also prints its lock's name
 and the host cores it was pinned to, so the report shows the split of the cores among the GPUs.
 In --smoke (CPU) two stand-in GPUs are lock slots named by hand (`tuner.measure.node_lock.Slot`).
 """
@@ -33,13 +33,8 @@ def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a["start"] < b["end"] and b["start"] < a["end"]
 
 
-def section_locks(check: Any) -> list[str]:
-    if check.smoke:
-        devices = ["stand-in-0", "stand-in-1", "stand-in-0"]
-    else:
-        import torch
-
-        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] + ["cuda:0"]
+def _hold_all(check: Any, devices: list[str]) -> list[dict[str, Any]]:
+    """Each of `devices` in a process of its own, all started at once, holding its GPU's lock."""
     program = PROGRAM.format(hold=HOLD_S)
     procs = [subprocess.Popen(check.python("-c", program, device), stdout=subprocess.PIPE, text=True,
                               env=check.env, cwd=check.run_dir) for device in devices]
@@ -49,7 +44,33 @@ def section_locks(check: Any) -> list[str]:
     for h in held:
         print(f"  {h['device']:<12} lock {h['lock']}, cores {h['cores'][0]}-{h['cores'][-1]} "
               f"({len(h['cores'])}), held {h['start'] - t0:.2f} s .. {h['end'] - t0:.2f} s")
-    first, *others, again = held
+    return held
+
+
+def section_locks_one(check: Any) -> list[str]:
+    """Two timed sections on one GPU (cuda:0; in --smoke a stand-in slot) take turns."""
+    device = "stand-in-0" if check.smoke else "cuda:0"
+    first, again = _hold_all(check, [device, device])
+    if _overlap(first, again):
+        raise AssertionError(f"two timed sections on {device} overlapped")
+    return [f"two timed sections on {device} took turns"]
+
+
+def section_locks_across(check: Any) -> list[str]:
+    """One timed section per GPU at once (needs two GPUs; in --smoke two stand-in slots), while a
+    second one on the first GPU waits its turn."""
+    from gpu_common import NotTested
+
+    if check.smoke:
+        devices = ["stand-in-0", "stand-in-1", "stand-in-0"]
+    else:
+        import torch
+
+        count = torch.cuda.device_count()
+        if count < 2:
+            raise NotTested(f"one GPU ({count} visible): sections on different GPUs cannot be overlapped")
+        devices = [f"cuda:{i}" for i in range(count)] + ["cuda:0"]
+    first, *others, again = _hold_all(check, devices)
     if _overlap(first, again):
         raise AssertionError(f"two timed sections on {first['device']} overlapped")
     apart = [h["device"] for h in others if not _overlap(first, h) and not _overlap(again, h)]

@@ -1,4 +1,4 @@
-"""Section (a) of bench/gpu_check.py: a Triton matmul tuned by `tuner.autotune`, against
+"""Section 9 of bench/gpu_check.py: a Triton matmul tuned by `tuner.autotune`, against
 `triton.autotune` over the same configs and against `torch.mm`; then a second process that
 shares the kernel database (the tuned kernel must launch its stored config, benchmarking
 nothing, while `triton.autotune` benchmarks again, unless its opt-in `cache_results` is on:
@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-GPU_SHAPES = ((4096, 4096, 4096), (8192, 8192, 1024), (1024, 1024, 8192))
+GPU_SHAPES = ((4096, 4096, 4096), (1024, 1024, 8192))      # two: the section has 30 s
 SMOKE_SHAPES = ((64, 48, 32),)
 GPU_SPACE = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64], "GROUP_M": [8],
              "num_warps": [4, 8], "num_stages": [3, 4]}
@@ -216,6 +216,50 @@ def second_process(db_url: str, *, smoke: bool) -> dict[str, Any]:
             row["triton_err"] = rel_error(c2, a, b)
         out.append(row)
     return {"shapes": out, "ray_imported": "ray" in sys.modules}
+
+
+def section_matmul(check: Any) -> list[str]:
+    """Section 9 of bench/gpu_check.py: tune here, then the second process on the same database."""
+    from gpu_common import stream
+
+    gm = sys.modules[__name__]
+    db = f"sqlite:///{check.run_dir / 'kernels.db'}"
+    rows = gm.first_process(db, smoke=check.smoke, bench_ms=check.bench_ms, sync=check.sync)
+    print("  second process, same database: time to the first result")
+    start = time.monotonic()
+    code, lines = stream(check.python(__file__, "--second-process", db, *(["--smoke"] if check.smoke else [])),
+                         cwd=check.run_dir, timeout_s=check.left() - 1, env=check.env)
+    results = [json.loads(ln[len("RESULT "):]) for ln in lines if ln.startswith("RESULT ")]
+    if code != 0 or not results:
+        raise RuntimeError(f"the second process exited with {code} and no result")
+    second = results[0]
+    figures, problems = [], []
+    for row, again in zip(rows, second["shapes"], strict=True):
+        tt, tc = again.get("triton_first_s"), again.get("triton_cached_first_s")
+        print(f"  {again['shape']}: tuner.autotune {again['tuner_first_s']:.3f} s (origin {again['origin']}, "
+              f"{again['configs_tried']} configs benchmarked); triton.autotune "
+              f"{'n/a' if tt is None else f'{tt:.2f} s'}, with cache_results=True "
+              f"{'n/a' if tc is None else f'{tc:.3f} s'}")
+        figures.append(f"{row['shape']}: tuning s tuner/autotune {row['tuner_tune_s']:.1f}/"
+                       f"{_num(row['triton_tune_s'], '.1f')}"
+                       f"; ms tuner/autotune/mm {row['tuner_ms']:.3f}/{_num(row['triton_ms'], '.3f')}/"
+                       f"{row['mm_ms']:.3f}; 2nd process first call s {again['tuner_first_s']:.2f} "
+                       f"({again['origin']})/{_num(tt, '.2f')} (cache_results {_num(tc, '.2f')})")
+        errors = [row["tuner_err"], row["triton_err"], again["tuner_err"], again.get("triton_err")]
+        if any(e is not None and e > gm.MAX_REL_ERROR for e in errors):
+            problems.append(f"{row['shape']} differs from the fp32 reference ({max(e or 0 for e in errors):.1e})")
+        if not row["stored"] or again["origin"] != "database" or again["configs_tried"]:
+            problems.append(f"{row['shape']}: stored {row['stored']}, second process origin {again['origin']}")
+    if second["ray_imported"]:
+        problems.append("the second process imported ray")
+    print(f"  second process: {time.monotonic() - start:.1f} s in all (import, launch, exit)")
+    if problems:
+        raise AssertionError("; ".join(problems))
+    return figures
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
 
 
 def main() -> int:

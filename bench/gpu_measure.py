@@ -1,4 +1,4 @@
-"""Section e of bench/gpu_check.py: what issue 24 changed in measurement, on the real device.
+"""Section 5 of bench/gpu_check.py: what issue 24 changed in measurement, on the real device.
 
   e1. the clock: a launch-bound model timed by `tuner.trial.timing.CudaClock` (host waits after the
       L2 flush, events around back-to-back calls) against the wall clock over back-to-back
