@@ -8,6 +8,7 @@ re-measures the finalists in one process, interleaved. Importing it loads torch:
 confirmation processes (and tests) do.
 """
 from tuner.measure.confirmation_run import run_confirmation
+from tuner.measure.device import device_sync, select
 from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, prepare, prepare_training, run_trial
 from tuner.measure.verify import Verdict, compare_gradients, compare_outputs, fp64_reference, verify_outputs
 from tuner.measure.node_lock import compile_lock, measure_lock
@@ -21,11 +22,13 @@ __all__ = [
     "compare_gradients",
     "compare_outputs",
     "compile_lock",
+    "device_sync",
     "fp64_reference",
     "measure_lock",
     "prepare",
     "prepare_training",
     "run_confirmation",
     "run_trial",
+    "select",
     "verify_outputs",
 ]

@@ -130,7 +130,7 @@ def compare_applied(model_path: str, *, rounds: int, seed: int = 0) -> Compariso
                      target_width=None, budget_s=None)
     timed: dict[str, list[float]] = {}
     if DEFAULT in ready:
-        with torch.no_grad(), measure_lock():
+        with torch.no_grad(), measure_lock(device):      # the model's own GPU (or the node) held while timed
             timed = interleaved_rounds(ready, plan, baseline=DEFAULT, rng=random.Random(seed))
     final = tuple(AppliedPath(p.label, tuple(timed.get(p.label, ())), p.first_calls_s, p.lookup, p.problem)
                   for p in paths.values())
@@ -148,10 +148,11 @@ def _references(model_path: str, seed: int) -> tuple[list[Any], list[Any] | None
     gain the claim's process never saw (docs/lookup.md, "Measured as you use it")."""
     import torch
 
-    from tuner.measure import fp64_reference
+    from tuner.measure import fp64_reference, select
     from tuner.workload import flatten_outputs, load_model_file
 
     loaded = load_model_file(model_path, seed=seed)
+    select(loaded.device)
     with torch.no_grad():
         reference = [t.clone() for t in flatten_outputs(loaded.call())]
     return reference, fp64_reference(loaded)
@@ -164,14 +165,14 @@ def _prepare(model_path: str, seed: int, label: str, compiler: Callable[[Any], A
     (`_references`) with the search's gate."""
     import torch
 
-    from tuner.measure import verify_outputs
+    from tuner.measure import compile_lock, device_sync, select, verify_outputs
     from tuner.report.profile import collect_lookup_lines
     from tuner.workload import flatten_outputs, load_model_file
 
     loaded = load_model_file(model_path, seed=seed)
-    cuda = loaded.device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    with torch.no_grad(), collect_lookup_lines() as lines:
+    select(loaded.device)                  # the model file's GPU is this process's, as in a trial
+    sync = device_sync(loaded.device)      # waits for that GPU, not the current one
+    with torch.no_grad(), collect_lookup_lines() as lines, compile_lock(loaded.device):
         start = time.perf_counter()
         try:
             model = loaded.model if compiler is None else compiler(loaded.model)
