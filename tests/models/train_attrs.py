@@ -1,5 +1,5 @@
 """A classifier whose get_loss uses the model as a Hugging Face-style training loop does: it calls
-`model.train()` and reads `model.config` (tests/search/test_training.py). A model file's functions
+`model.train()` and reads `model.config` (tests/search/test_training.py, its search test). A model file's functions
 must see the module they wrote, compiled or not."""
 from types import SimpleNamespace
 

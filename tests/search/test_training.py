@@ -18,6 +18,7 @@ import torch
 from helpers import MODELS, cli_env, run_cli, run_main
 
 TRAIN = MODELS / "tiny_train.py"
+ATTRS = MODELS / "train_attrs.py"      # get_loss calls model.train() and reads model.config
 
 
 def train_workload(path: Path = TRAIN):
@@ -30,19 +31,23 @@ def train_workload(path: Path = TRAIN):
 
 @pytest.mark.slow
 def test_search_in_train_mode_stores_a_verdict_and_never_proposes_freezing(tmp_path: Path) -> None:
+    """A real `tuner search --mode train` on a model whose get_loss uses the model as a Hugging Face
+    training loop does (`model.train()`, `model.config`): the compiled model it receives behaves like
+    the module it wrote, so every trial runs, a verdict is stored, and freezing is never proposed."""
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
-    shutil.copy(TRAIN, tmp_path / "tiny_train.py")
-    out = run_cli("search", "tiny_train.py", "--mode", "train", "--trials", "2", "--executor", "local",
+    shutil.copy(ATTRS, tmp_path / "train_attrs.py")
+    out = run_cli("search", "train_attrs.py", "--mode", "train", "--trials", "2", "--executor", "local",
                   "--repeat", "3", "--rounds", "12", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "stored:" in out.stdout, out.stdout
+    assert "stored:" in out.stdout and "no trial ran correctly" not in out.stdout, out.stdout
     with sqlite3.connect(db) as conn:
-        trials = conn.execute("SELECT status, params FROM trials ORDER BY number").fetchall()
+        trials = conn.execute("SELECT status, params, error FROM trials ORDER BY number").fetchall()
         workloads = {k for (k,) in conn.execute("SELECT DISTINCT workload_key FROM best_configs")}
     assert len(trials) == 2 and trials[0][0] == "ok", trials
-    assert not any("freezing" in json.loads(params or "{}") for _, params in trials), trials
-    assert workloads == {train_workload().key}
+    assert not any("has no attribute" in (error or "") for _, _, error in trials), trials
+    assert not any("freezing" in json.loads(params or "{}") for _, params, _ in trials), trials
+    assert workloads == {train_workload(ATTRS).key}
 
 
 def test_train_space_has_no_freezing_and_has_the_partitioner_knob() -> None:
@@ -190,16 +195,3 @@ def test_explain_and_lookup_apply_the_stored_config_to_a_training_step(tmp_path:
     finally:
         torch._dynamo.reset()
         reset_process_lookup()
-
-
-@pytest.mark.slow
-def test_get_loss_sees_the_module_it_wrote_through_a_real_search(tmp_path: Path) -> None:
-    """A get_loss that calls model.train() and reads model.config (the usual Hugging Face shape):
-    the compiled model behaves like the user's module, so the trials run and a verdict is stored."""
-    db = tmp_path / "t.db"
-    done = run_main("search", str(MODELS / "train_attrs.py"), "--mode", "train", "--trials", "1",
-                    "--executor", "local", "--repeat", "3", "--rounds", "12", "--db", f"sqlite:///{db}")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "stored:" in done.stdout and "no trial ran correctly" not in done.stdout, done.stdout
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT status, error FROM trials").fetchall() == [("ok", None)]
