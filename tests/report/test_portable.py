@@ -152,6 +152,11 @@ def test_graphs_with_different_verdicts_say_what_plain_torch_compile_cannot_expr
     result = portable_verdict(bests, model="m.py", workload=two, platform=platform)
     assert result.verdict == "mixed" and dict(result.options) == {"max_fusion_size": 8}   # the largest graph's
     assert "applies the largest graph's" in result.not_expressed[0] and 'backend="tuner"' in result.not_expressed[0]
+    two_configs = [best_for(graph.key, platform.key, {"max_fusion_size": 8}, workload.key),
+                   best_for(other.key, platform.key, {"max_fusion_size": 16}, workload.key)]
+    differing = portable_verdict(two_configs, model="m.py", workload=two, platform=platform)
+    assert differing.verdict == "mixed" and dict(differing.options) == {"max_fusion_size": 8}, differing
+    assert differing.not_expressed and "different verdicts" in differing.not_expressed[0]
 
 
 def test_precision_and_kernels_are_named_as_not_expressed(target) -> None:

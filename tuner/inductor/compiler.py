@@ -9,7 +9,6 @@ that calls Inductor's `compile_fx` with the config as per-graph patches), plus
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
@@ -163,35 +162,22 @@ def trace_context(config: CompileConfig) -> Iterator[None]:
     yield
 
 
-def compile_model(model: Callable[..., Any], config: CompileConfig, *, dynamic: bool | None = None) -> Any:
-    """`torch.compile(model, backend=make_backend(config), dynamic=dynamic)`, its first call checked
-    by `trace_context(config)`. Compilation happens at that first call, not here.
+def compile_model(model: Any, config: CompileConfig, *, dynamic: bool | None = None) -> Any:
+    """`torch.compile(model, backend=make_backend(config), dynamic=dynamic)` for a module, its first
+    call checked by `trace_context(config)`. Compilation happens at that first call, not here.
 
-    A module comes back as torch's own `OptimizedModule`, so a model file's functions (`get_loss`)
-    see the module they wrote, exactly as through `torch.compile`: attribute reads (`model.config`,
+    The result is torch's own `OptimizedModule`, so a model file's functions (`get_loss`) see the
+    module they wrote, exactly as through `torch.compile`: attribute reads (`model.config`,
     submodules), methods (`train()`, `eval()`, `parameters()`, `state_dict()`), writes, `isinstance`.
     With freezing, a one-shot forward pre-hook on it makes the check, then removes itself."""
     import torch
 
     compiled = torch.compile(model, backend=make_backend(config), dynamic=dynamic)
-    if not config.freezing:
-        return compiled
-    if isinstance(compiled, torch.nn.Module):
+    if config.freezing:
         def check(module: Any, args: Any) -> None:
             with trace_context(config):     # raises, before any trace, when grad is enabled
                 pass
             handle.remove()
 
         handle = compiled.register_forward_pre_hook(check)
-        return compiled
-    lock, traced = threading.Lock(), []
-
-    def first_call_checked(*args: Any, **kwargs: Any) -> Any:
-        if traced:
-            return compiled(*args, **kwargs)
-        with lock, trace_context(config):
-            out = compiled(*args, **kwargs)
-            traced.append(True)
-        return out
-
-    return first_call_checked
+    return compiled

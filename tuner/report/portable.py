@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UsageError
+from tuner.precision import FP32
 from tuner.text import key_values
 
 if TYPE_CHECKING:
@@ -118,15 +119,15 @@ def portable_verdict(bests: list[BestConfig], *, model: str, workload: Workload,
                              f"search again with: tuner search {model}")
     sizes = {g.key: g.num_nodes for g in workload.graphs}
     chosen = max(bests, key=lambda b: sizes.get(b.graph_key, 0))   # the largest graph's, where they differ
-    same = all(_verdict_of(b) == _verdict_of(chosen) for b in bests)
+    same = all(_applied(b) == _applied(chosen) for b in bests)
     not_expressed = [] if same else [
         f"the model's {len(bests)} graphs hold different verdicts ({'; '.join(_describe(b) for b in bests)}); "
         f"plain torch.compile applies one config to every graph, so this applies the largest graph's. "
         f'backend="tuner" applies each graph its own.']
-    params = {} if chosen.eager or chosen.is_default else dict(chosen.params)
+    params = _applied(chosen)[1]
     parts = _split(params)
-    precision = params.get("precision", "fp32")
-    if precision != "fp32":
+    precision = params.get("precision", FP32)
+    if precision != FP32:
         not_expressed.append(f"precision {precision} (the graph cast tuner measured) has no torch.compile "
                              f'option; this compiles in fp32. tuner.compile(model, precision="{precision}") '
                              "applies it.")
@@ -175,6 +176,12 @@ def _torch_checked(knobs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         except RuntimeError:
             first[name] = value
     return options, first
+
+
+def _applied(best: BestConfig) -> tuple[str, dict[str, Any]]:
+    """What a row makes a compile do: its kind of verdict and the knobs applied (none for eager or defaults)."""
+    kind = _verdict_of(best)
+    return kind, dict(best.params) if kind == "config" else {}
 
 
 def _verdict_of(best: BestConfig) -> str:
