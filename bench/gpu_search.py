@@ -12,7 +12,11 @@ transformers imports, else the conv net of bench/gpu_models.py. Its file declare
      default compile, the tuned config, `mode max-autotune` and `mode reduce-overhead`; each
      variant's median ms and its paired speedup over the default compile (median of per-round
      ratios, with its ~95% interval). A verdict of "defaults" makes `tuned` a second default
-     compile: its row is the noise floor.
+     compile: its row is the noise floor;
+  3. `tuner compare MODEL` on the same database, when COMPARE_S are left: the product's own
+     compare path on the bare-"cuda" model (the device selected, its GPU synchronised, compiles
+     under its compile lock, rounds under its measure lock; issue 33 defect 6). Otherwise the
+     section says it did not run and how to give it the time.
 The search gets what the section's cap leaves beyond REMEASURE_S; in --smoke, toy sizes on CPU.
 """
 from __future__ import annotations
@@ -26,6 +30,7 @@ SMOKE_SEARCH = ["--trials", "1", "--repeat", "3", "--rounds", "12", "--timeout",
 REMEASURE_ROUNDS = 12
 REMEASURE_S = 75.0        # kept for the re-measure: five compiles (one max-autotune) and the rounds
 MODES = ("max-autotune", "reduce-overhead")
+COMPARE_S = 45.0          # what `tuner compare` needs left: three compiles of the model and 6 rounds
 
 GPT2_MODEL = '''"""A GPT-2-style decoder from a transformers config (random weights), written by bench/gpu_check.py."""
 import torch
@@ -85,7 +90,23 @@ def section_search(check: Any) -> list[str]:
         raise RuntimeError(f"tuner search of {name} exited {code}")
     figures = [f"model: {name}", *summary_rows(lines)]
     figures += remeasure(check, model, db)
-    return figures
+    return figures + compare(check, model, env)
+
+
+def compare(check: Any, model: Path, env: dict[str, str]) -> list[str]:
+    """`tuner compare` on the stored verdict, in a fresh process, when the cap leaves time for it."""
+    from gpu_common import stream
+
+    if check.left() < COMPARE_S:
+        return [f"tuner compare: not run, {check.left():.0f} s left of the cap (needs {COMPARE_S:.0f}); "
+                f"rerun: --sections search --cap search=400"]
+    code, lines = stream(check.python("-m", "tuner", "compare", str(model), "--rounds", "6"), cwd=check.run_dir,
+                         env=env, timeout_s=check.left() - 3)
+    if code is None:
+        raise TimeoutError("tuner compare was stopped at the section's cap; rerun: --sections search --cap search=400")
+    if code != 0:
+        raise RuntimeError(f"tuner compare exited {code}: {lines[-1] if lines else ''}")
+    return ["tuner compare: " + line.strip() for line in lines if line.startswith(("torch.compile", "tuner.compile"))]
 
 
 def remeasure(check: Any, model: Path, db: str) -> list[str]:
