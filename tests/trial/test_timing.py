@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+import pytest
+
 from tuner.trial import ConfirmRequest, MeasureSpec, RoundPlan, interleaved_rounds, paired_speedup
 from tuner.trial.timing import LONG_SAMPLE_S, MIN_SAMPLE_S, calls_per_sample
 
@@ -20,6 +22,7 @@ class Busy:
     seconds: float
     log: list[str]
     device: str = "cpu"
+    clock: "VirtualClock | None" = None     # set: a call advances it instead of spinning
 
     def __post_init__(self) -> None:
         self.call: Callable[[], Any] = self._call
@@ -27,14 +30,31 @@ class Busy:
 
     def _call(self) -> None:
         self.log.append(self.name)
+        if self.clock is not None:
+            self.clock.now += self.seconds
+            return
         end = time.perf_counter() + self.seconds
         while time.perf_counter() < end:
             pass
 
 
-def test_a_steady_pair_stops_early_with_a_narrow_interval() -> None:
+@dataclass
+class VirtualClock:
+    """The timing module's clock where a test's figures must not depend on this machine's load:
+    time passes only by the variants' own calls (2 cores shared with other workers preempt a
+    spinning call for whole time slices, the slower variant more often)."""
+
+    now: float = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_a_steady_pair_stops_early_with_a_narrow_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     log: list[str] = []
-    variants = {"default": Busy("d", 0.0004, log), "fast": Busy("f", 0.0002, log)}
+    clock = VirtualClock()
+    monkeypatch.setattr("tuner.trial.timing.time", clock)
+    variants = {"default": Busy("d", 0.0004, log, clock=clock), "fast": Busy("f", 0.0002, log, clock=clock)}
     plan = RoundPlan(min_rounds=6, max_rounds=50, samples_per_round=3, target_width=0.5, budget_s=None)
     rounds = interleaved_rounds(variants, plan, baseline="default", rng=random.Random(0))
     assert len(rounds["default"]) == len(rounds["fast"]) < 50
@@ -74,11 +94,13 @@ def test_the_order_of_variants_is_shuffled_per_round() -> None:
     assert set(collapsed) == {"d", "a", "b"} and collapsed not in fixed_orders
 
 
-def test_every_variant_of_a_run_takes_as_many_calls_per_sample() -> None:
+def test_every_variant_of_a_run_takes_as_many_calls_per_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sample's fixed cost must not be spread over different counts: the faster variant takes
     no more calls per sample than the slower one (each calibrating alone, it took three times as many)."""
     log: list[str] = []
-    variants = {"default": Busy("d", 0.0003, log), "fast": Busy("f", 0.0001, log)}
+    clock = VirtualClock()
+    monkeypatch.setattr("tuner.trial.timing.time", clock)
+    variants = {"default": Busy("d", 0.0003, log, clock=clock), "fast": Busy("f", 0.0001, log, clock=clock)}
     plan = RoundPlan(min_rounds=3, max_rounds=3, samples_per_round=2, target_width=None, budget_s=None, warmup=2)
     interleaved_rounds(variants, plan, baseline="default", rng=random.Random(3))
     assert log.count("d") == log.count("f") >= 2 + 3 * 2 * 2        # warm-up, then 2 samples of >= 2 calls a round
