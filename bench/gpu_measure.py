@@ -170,7 +170,7 @@ def _tf32_and_memory(check: Any, device: str, mlp: Any, conv: Any) -> list[str]:
 
     loaded = load_model_file(conv)
     with torch.no_grad():
-        eager = flatten_outputs(loaded.call())[0].double()
+        eager = flatten_outputs(loaded.call())[0].double().cpu()     # fp64_reference is on the host
     wide = fp64_reference(loaded)[0]
     eager_err = float((eager - wide).abs().max() / wide.abs().max())
     del loaded

@@ -98,3 +98,69 @@ def test_a_call_after_the_first_is_compared_too() -> None:
     assert runner.headline.startswith("call 2 (after a first that matched): output 0:"), runner.headline
     steady = prepare(MeasureSpec(str(MODELS / "tiny_mlp.py")), ())
     assert isinstance(steady, Runner), getattr(steady, "message", steady)
+
+
+def test_a_few_garbage_values_fail_the_gate() -> None:
+    """An RMS bound lets about 0.03% of bf16 values be anything (as torch._dynamo.utils.same does):
+    four sign-flipped values of 100,000 passed it. Each value is bounded against fp64 too, and a
+    correct compile that rounds otherwise than eager still passes."""
+    torch.manual_seed(3)
+    wide = torch.randn(100_000, dtype=torch.float64)
+    eager = wide.bfloat16()
+    rounded_otherwise = (wide * (1 + 2e-3 * torch.randn_like(wide))).bfloat16()
+    assert compare_outputs([eager], [rounded_otherwise], [wide]) is None
+    garbage = rounded_otherwise.clone()
+    at = ((wide.abs() > 0.5) & (wide.abs() < 1)).nonzero()[[1, 10, 100, 1_000], 0]   # typical values, sign flipped:
+    garbage[at] = -garbage[at]                                      # the RMS error stays within its bound
+    mismatch = compare_outputs([eager], [garbage], [wide])
+    assert mismatch is not None and "4 of 100000 values are off fp64 eager" in mismatch, mismatch
+    small = torch.randn(64, 64, dtype=torch.float64)        # fp32: one value of 4096 off by 5e-4
+    broken = small.float().clone()
+    broken[3, 5] += 5e-4
+    assert "1 of 4096 values" in compare_outputs([small.float()], [broken], [small])
+
+
+def test_gradients_are_judged_against_an_fp64_step() -> None:
+    """A TF32 step: eager and a correct compile each about 0.5% off fp64, 0.7% off each other. Against
+    fp32 eager with a fixed 5e-3 it failed (every trial of such a search would); against the fp64
+    step it is as good as eager. A gradient ten times worse than eager still fails, and the loss
+    (one value, where eager may hit fp64 by chance) is held to the step's precision."""
+    from tuner.measure.verify import eager_precision
+
+    torch.manual_seed(4)
+    wide = torch.randn(256, 64, dtype=torch.float64)
+    eager = (wide * (1 + 5e-3 * torch.randn_like(wide))).float()
+    compiled = (wide * (1 + 5e-3 * torch.randn_like(wide))).float()
+    assert compare_gradients([eager], [compiled]) is not None
+    assert compare_gradients([eager], [compiled], [wide]) is None
+    worse = (wide * (1 + 5e-2 * torch.randn_like(wide))).float()
+    assert "exceeds" in compare_gradients([eager], [worse], [wide])
+    loss_wide = torch.tensor(2.0, dtype=torch.float64)
+    loss_eager, loss_compiled = torch.tensor(2.0 * (1 + 1e-4)), torch.tensor(2.0 * (1 - 4e-3))
+    floor = eager_precision([loss_eager, eager], [loss_wide, wide])
+    assert 4e-3 < floor < 6e-3
+    assert compare_gradients([loss_eager], [loss_compiled], [loss_wide]) is not None    # 40x eager's own, alone
+    assert compare_gradients([loss_eager], [loss_compiled], [loss_wide], floor=floor) is None
+    assert compare_gradients([loss_eager], [torch.tensor(2.2)], [loss_wide], floor=floor) is not None
+
+
+def test_a_correct_compile_of_an_inexact_training_step_passes() -> None:
+    """tests/models/inexact_train.py: eager and the compiled step are each 1% off the fp64 step in
+    their own way. The default compile was WRONG_RESULT against fp32 eager's fixed limits."""
+    runner = prepare(MeasureSpec(str(MODELS / "inexact_train.py"), mode="train"), ())
+    assert isinstance(runner, Runner), getattr(runner, "message", runner)
+
+
+def test_later_calls_of_a_reduced_precision_and_later_training_steps_are_compared() -> None:
+    """--precision and train mode checked only the first call or step; a replay (cudagraphs) that
+    differs is now rejected there too, as in fp32 inference."""
+    drifting = MeasureSpec(str(MODELS / "drifting_output.py"), tolerance=1e-1)
+    runner = prepare(drifting, (("precision", "bf16-autocast"),))
+    assert isinstance(runner, Rejected) and runner.status is Status.WRONG_RESULT, runner
+    assert "call 2 on the file's inputs, after a first that matched" in runner.headline, runner.headline
+    steps = prepare(MeasureSpec(str(MODELS / "drifting_step.py"), mode="train"), ())
+    assert isinstance(steps, Rejected) and steps.status is Status.WRONG_RESULT, steps
+    assert steps.headline.startswith("training step 2 (from the same weights, after a first that matched): "), \
+        steps.headline
+    steady = prepare(MeasureSpec(str(MODELS / "tiny_train.py"), mode="train"), ())
+    assert isinstance(steady, Runner), getattr(steady, "message", steady)

@@ -82,7 +82,7 @@ def test_a_compiled_step_with_wrong_gradients_is_wrong_result(monkeypatch: pytes
     torch._dynamo.reset()
     broken = prepare(spec, ())
     assert isinstance(broken, Rejected) and broken.status is Status.WRONG_RESULT
-    assert broken.headline.startswith("training step: gradient of fc1.weight: norm-relative error"), broken.headline
+    assert broken.headline.startswith("training step: gradient of fc1.weight: RMS error"), broken.headline
 
 
 def test_compare_steps_names_the_first_mismatching_parameter() -> None:

@@ -25,13 +25,18 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
     sample for every variant (`tuner.trial.timing.calls_per_sample`). A variant that fails to compile or run, while prepared or during the
     rounds, stops the run there: it is reported with its status and named in `stopped_by`, and
     every other variant is CANCELLED, to be measured in a fresh process (`tuner.search.confirmation_retries`).
+    Running out of memory while other variants are resident (preparing one, or in the rounds) stops
+    it the same way, with `ConfirmResult.crowded` set: the process could not hold them all, which
+    says nothing against the variant it hit (a large model's finalists each fit beside the default
+    in their trials), so the driver runs again with fewer variants instead of dropping that one.
 
     `mark` is told the label of the variant about to be prepared or timed, outside the timed
     calls (`workers/trial_process.py` keeps it where a process that dies leaves it behind).
     """
     import torch
 
-    from tuner.measure.core import Rejected, Runner, allow_variants, apply_threads, error_headline, prepare
+    from tuner.measure.core import (Rejected, Runner, allow_variants, apply_threads, error_headline, failure,
+                                    out_of_memory, prepare)
     from tuner.measure.node_lock import measure_lock
     from tuner.trial import interleaved_rounds
 
@@ -49,11 +54,18 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
     # what one compile sets up for the next are not shared between the run that chooses and the one that claims.
     for label, params in request.rng("compile").sample(list(request.variants), len(request.variants)):
         note(label)
-        prepared[label] = runner = prepare(request.spec, params)
+        resident = sum(isinstance(r, Runner) for r in prepared.values())
+        try:
+            prepared[label] = runner = prepare(request.spec, params)
+        except Exception as exc:  # the load or the references ran out of memory beside the others: a value
+            if not (resident and out_of_memory(exc)):
+                raise
+            prepared[label] = runner = Rejected(*failure(exc, request.spec, Status.CRASHED), out_of_memory=True)
         if isinstance(runner, Rejected) and runner.status is not Status.WRONG_RESULT:
             # A compile or call that failed may leave this process unsound (an asynchronous CUDA error
             # poisons the device for every later call): the others are measured in a fresh one.
-            return _stopped(request, label, VariantResult(label, runner.status, error=runner.headline), threads)
+            return _stopped(request, label, VariantResult(label, runner.status, error=runner.headline), threads,
+                            crowded=resident + 1 if runner.out_of_memory and resident else None)
     runners: dict[str, Runner] = {}
     results: dict[str, VariantResult] = {}
     for label, _ in request.variants:        # the request's order again: the first is the rounds' baseline
@@ -69,14 +81,20 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
                 rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
                                             rng=request.rng("rounds"), on_variant=note)
             except Exception as exc:  # a finalist that fails while timed is a value, as trials' failures are
-                failed = VariantResult(current[0], Status.RUNTIME_ERROR, error=error_headline(exc))
-                return _stopped(request, current[0], failed, threads)
+                oom = out_of_memory(exc)
+                failed = VariantResult(current[0], Status.CRASHED if oom else Status.RUNTIME_ERROR,
+                                       error=("out of memory: " if oom else "") + error_headline(exc))
+                return _stopped(request, current[0], failed, threads,
+                                crowded=len(runners) if oom and len(runners) > 1 else None)
     for label, runner in runners.items():
         results[label] = VariantResult(label, Status.OK, compile_s=runner.compile_s, round_ms=tuple(rounds[label]))
     return ConfirmResult(variants=tuple(results[label] for label, _ in request.variants), threads=threads)
 
 
-def _stopped(request: ConfirmRequest, label: str, failed: VariantResult, threads: int) -> ConfirmResult:
-    """The run cut short by `label`'s failure: it as `failed`, every other variant CANCELLED (no rounds)."""
+def _stopped(request: ConfirmRequest, label: str, failed: VariantResult, threads: int, *,
+             crowded: int | None = None) -> ConfirmResult:
+    """The run cut short by `label`'s failure: it as `failed`, every other variant CANCELLED (no rounds);
+    `crowded`: it ran out of memory holding that many variants."""
     return ConfirmResult(variants=tuple(failed if other == label else VariantResult(other, Status.CANCELLED)
-                                        for other, _ in request.variants), threads=threads, stopped_by=label)
+                                        for other, _ in request.variants), threads=threads, stopped_by=label,
+                         crowded=crowded)

@@ -10,7 +10,7 @@ node's measure lock (`tuner.measure.node_lock`).
 """
 from __future__ import annotations
 
-import copy
+import functools
 import os
 import random
 import socket
@@ -24,7 +24,7 @@ import torch
 
 from tuner.measure.accuracy import FRESH_INPUT_SETS, accuracy_problem
 from tuner.measure.device import allocated_bytes, call_peak_mb, checked_calls, device_sync, select
-from tuner.measure.verify import compare_gradients, compare_outputs, fp64_reference, verify_outputs
+from tuner.measure.verify import compare_gradients, compare_outputs, verify_outputs
 from tuner.precision import FP32
 from tuner.trial import (MeasureSpec, Measurement, RoundPruner, RoundValues, Status, TrialRequest, calibrate,
                          interleaved_rounds, median_and_iqr, paired_speedup, time_samples)
@@ -93,6 +93,11 @@ def failure(exc: BaseException, spec: MeasureSpec, status: Status) -> tuple[Stat
     return status, f"{error_headline(exc)}\n{trace}"
 
 
+def rejected(exc: BaseException, spec: MeasureSpec) -> Rejected:
+    """A config's failed compile or call as a `Rejected` (`failure`'s status and message)."""
+    return Rejected(*failure(exc, spec, classify_compile_failure(exc)), out_of_memory=out_of_memory(exc))
+
+
 def allow_variants(count: int) -> None:
     """Let this process compile `count` variants of one model without Dynamo falling back to eager.
 
@@ -135,11 +140,12 @@ class Runner:
 @dataclass(frozen=True)
 class Rejected:
     """A config that cannot be timed: its first call failed (COMPILE_ERROR or RUNTIME_ERROR, CRASHED
-    when it ran out of memory; `message` is the headline, then the traceback) or its output differs
-    from eager (WRONG_RESULT)."""
+    when it ran out of memory, then `out_of_memory`; `message` is the headline, then the traceback)
+    or its output differs from eager (WRONG_RESULT)."""
 
     status: Status
     message: str
+    out_of_memory: bool = False
 
     @property
     def headline(self) -> str:
@@ -151,9 +157,10 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
 
     Loads `spec.model_path` afresh (seeded with `spec.seed`: new module and class objects, so
     Dynamo caches never mix configs) and makes its device the process's current one, takes its
-    eager output (and an fp64 eager output, `tuner.measure.verify`) as the reference, compiles
-    `params` (None: eager, not compiled), makes the first call under the node's compile lock
-    (`compile_s` is timed from inside the lock, so waiting at it does not count), waits for the
+    eager output and an fp64 one as the reference (`tuner.measure.references`: once per process;
+    the load and these eager runs under the device's compile lock), compiles `params` (None:
+    eager, not compiled), makes the first call under the compile lock (`compile_s` is timed from
+    inside the lock, so waiting at it does not count, in a warm compiler, `tuner.measure.compile_time`), waits for the
     device, then makes LATER_CALLS more calls (with cudagraphs the first call runs outside the
     graph; the replays are what is timed and what users get) and compares every call's output
     with the reference. A failing call (an asynchronous CUDA error included) or a mismatch is a
@@ -162,18 +169,21 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.inductor import compile_config, compile_model, gemm_choices, triton_choices
-    from tuner.measure.node_lock import compile_lock
+    from tuner.measure.compile_time import warm_compiler
+    from tuner.measure.node_lock import compile_lock, reference_lock
+    from tuner.measure.references import output_references
     from tuner.workload import TRAIN, flatten_outputs, load_model_file
 
     if spec.mode == TRAIN:      # whole training steps, checked on the loss and gradients
         return prepare_training(spec, params)
-    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids)
+    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids,
+                             hold=reference_lock)
     select(loaded.device)
     sync = device_sync(loaded.device)
     precision = dict(params or ()).get("precision", FP32)
+    references = output_references(spec, loaded, wide=precision == FP32)
+    reference, wide = references.eager, references.wide
     with torch.no_grad():
-        reference = [t.clone() for t in flatten_outputs(loaded.call())]
-        wide = fp64_reference(loaded) if precision == FP32 else None
         config = None if params is None else compile_config(dict(params))
         model = loaded.model if config is None else compile_model(loaded.model, config)
         call = lambda: flatten_outputs(loaded.call(model))  # noqa: E731
@@ -182,15 +192,17 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
             # Triton kernels settle on (CUDA) are harvested for lookups.
             patches = None if config is None else config.inductor
             tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(patches)
-            with compile_lock(loaded.device, patches), \
-                    gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
-                    triton_choices.harvesting(tunes_kernels) as kernels:
-                (first,), compile_s = checked_calls(call, sync, 1)
-                later, _ = checked_calls(call, sync, LATER_CALLS)
+            with compile_lock(loaded.device, patches):
+                if config is not None:      # compile_s is then this config's own (tuner.measure.compile_time)
+                    warm_compiler(loaded)
+                with gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
+                        triton_choices.harvesting(tunes_kernels) as kernels:
+                    (first,), compile_s = checked_calls(call, sync, 1)
+                    later, _ = checked_calls(call, sync, LATER_CALLS)
         except Exception as exc:  # a config that fails is a value, as the module docstring says
-            return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
+            return rejected(exc, spec)
     if precision != FP32:
-        note = check_precision(spec, loaded, model, reference, first, precision)
+        note = check_precision(spec, loaded, model, reference, [first, *later], precision)
         if isinstance(note, Rejected):
             return note
     else:
@@ -216,43 +228,58 @@ def _verify_calls(reference: list[torch.Tensor], calls: list[list[torch.Tensor]]
 
 def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Runner | Rejected:
     """`prepare` in train mode (`tuner.workload.training`): load the file afresh under `spec.seed`, take an
-    eager step's loss and gradients as the reference (weights and buffers restored after), compile
-    `params` (None: eager), make the first step (with the optimizer's) under the compile lock and
-    compare its loss and gradients with the reference, per parameter by norm-relative error and
-    cosine similarity (`tuner.measure.verify.compare_gradients`). `call` is one whole
-    step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
+    eager step's loss and gradients and the same step in float64 as the reference
+    (`tuner.measure.references.step_references`; weights and buffers restored after), compile `params`
+    (None: eager), make the first step (with the optimizer's) under the compile lock, then LATER_CALLS
+    more steps each from the initial weights again (no optimizer step: the replays a cudagraph
+    config times, checked as the first), and compare each step's loss and gradients with the
+    reference (`tuner.measure.verify.compare_gradients`, against fp64 where it runs). `call` is one
+    whole step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
     from tuner.inductor import compile_config, compile_model
-    from tuner.measure.node_lock import compile_lock
+    from tuner.measure.compile_time import warm_compiler
+    from tuner.measure.node_lock import compile_lock, reference_lock
+    from tuner.measure.references import host_copy, step_references
     from tuner.workload import compare_steps, load_model_file, loss_call, make_optimizer, run_step, timed_step
 
-    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids)
+    loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids,
+                             hold=reference_lock)
     select(loaded.device)
     sync = device_sync(loaded.device)
-    loss, initial = loss_call(loaded), copy.deepcopy(loaded.model.state_dict())
-    reference = run_step(loaded.model, lambda: loss(loaded.model), None, loaded.path)
+    loss, initial = loss_call(loaded), {k: host_copy(v) for k, v in loaded.model.state_dict().items()}
+    references = step_references(spec, loaded, loss)
     loaded.model.load_state_dict(initial)
     config = None if params is None else compile_config(dict(params))
     model = loaded.model if config is None else compile_model(loaded.model, config)
     optimizer = make_optimizer(loaded, loaded.model)
     try:
         with compile_lock(loaded.device, None if config is None else config.inductor):
+            if config is not None:            # compile_s is then this config's own (tuner.measure.compile_time)
+                warm_compiler(loaded)
             start = time.perf_counter()       # inside the lock: waiting at it is not compiling
-            first = run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)
+            steps = [run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)]
             sync()                            # an asynchronous CUDA error is this config's
             compile_s = time.perf_counter() - start
+            for _ in range(LATER_CALLS):      # the optimizer moved the weights: from the initial ones again
+                loaded.model.load_state_dict(initial)
+                steps.append(run_step(loaded.model, lambda: loss(model), None, loaded.path))
+                sync()
     except Exception as exc:  # a config that fails is a value, as the module docstring says
-        return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
-    mismatch = compare_steps(reference, first, compare_gradients)
-    if mismatch:
-        return Rejected(Status.WRONG_RESULT, f"training step: {mismatch}")
+        return rejected(exc, spec)
+    for n, step in enumerate(steps, start=1):
+        mismatch = compare_steps(references.eager, step, functools.partial(compare_gradients, floor=references.floor),
+                                 references.wide)
+        if mismatch:
+            where = "training step" if n == 1 else f"training step {n} (from the same weights, after a first that matched)"
+            return Rejected(Status.WRONG_RESULT, f"{where}: {mismatch}")
     return Runner(call=timed_step(loaded.model, lambda: loss(model), optimizer), sync=sync,
                   device=loaded.device, compile_s=None if params is None else compile_s)
 
 
 def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[torch.Tensor],
-                    first: list[torch.Tensor], precision: str) -> str | Rejected:
-    """The accuracy constraint of a candidate in reduced `precision`: on the file's inputs (`first`
-    against `reference`) and on FRESH_INPUT_SETS more input sets (`get_inputs()` under the seeds
+                    calls: list[list[torch.Tensor]], precision: str) -> str | Rejected:
+    """The accuracy constraint of a candidate in reduced `precision`: on the file's inputs (each of
+    `calls`, the first call's outputs and the later ones' (cudagraph replays), against `reference`)
+    and on FRESH_INPUT_SETS more input sets (`get_inputs()` under the seeds
     after `spec.seed`), the norm-wise relative error against the fp32 eager output
     (`tuner.measure.accuracy.relative_error`) must stay within `spec.tolerance`. Returns the line that
     reports the error measured, or a WRONG_RESULT `Rejected` that says it (a call that fails on
@@ -264,7 +291,12 @@ def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[
     if tolerance is None:
         return Rejected(Status.WRONG_RESULT, f"precision {precision} needs an accuracy tolerance; "
                                              f"search with --tolerance (e.g. --tolerance 1e-2)")
-    problem, worst = accuracy_problem(reference, first)
+    problem, worst, seen = None, 0.0, 0
+    for got in calls:                 # the file's inputs: the first call, then the later ones
+        (problem, error), seen = accuracy_problem(reference, got), seen + 1
+        worst = max(worst, error)
+        if problem is not None or worst > tolerance:
+            break
     sets = 1
     with torch.no_grad(), compile_lock(loaded.device):
         while problem is None and worst <= tolerance and sets <= FRESH_INPUT_SETS:
@@ -273,10 +305,11 @@ def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[
             try:
                 got = flatten_outputs(fresh.call(model))
             except Exception as exc:  # a config that fails is a value, as the module docstring says
-                return Rejected(*failure(exc, spec, classify_compile_failure(exc)))
+                return rejected(exc, spec)
             problem, error = accuracy_problem(expected, got)
             worst, sets = max(worst, error), sets + 1
     where = f"on {sets} input set{'s' if sets > 1 else ''}"
+    where = f"call {seen} on the file's inputs, after a first that matched" if sets == 1 and seen > 1 else where
     if problem is not None:
         return Rejected(Status.WRONG_RESULT, f"precision {precision}: {problem} ({where})")
     if worst > tolerance:

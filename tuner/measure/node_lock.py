@@ -12,7 +12,8 @@ or Ray) uses the same lock files.
   8-GPU node times 8 trials at once without them sharing launch cores. A compile holds its GPU
   shared (its first call runs there), or exclusively when it autotunes (max-autotune,
   coordinate descent: it benchmarks kernels on that GPU). Both hold the node lock shared, so a CPU
-  timed section on the same node and they exclude each other.
+  timed section on the same node and they exclude each other. Loading the model file and its eager
+  and float64 references (`reference_lock`) count as a compile: they run on the device too.
 
 A turnstile per lock keeps a stream of shared holders from starving a waiting exclusive one: the
 exclusive holder keeps the turnstile while it waits, and a shared one passes through it first.
@@ -27,6 +28,7 @@ import contextlib
 import fcntl
 import os
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,4 +184,15 @@ def compile_lock(device: str = "cpu",
 
         autotunes = gemm_choices.autotunes_gemms(patches) or triton_choices.autotunes_triton(patches)
     with hold_for_compile(slot, autotunes=autotunes):
+        yield
+
+
+@contextlib.contextmanager
+def reference_lock(device: str = "cpu") -> Iterator[None]:
+    """Hold `device` while a model file is loaded onto it and run eagerly for the references: as a
+    compile holds it, so no timed section of another trial runs meanwhile. On CUDA, exclusively
+    when the process has `tuner.autotune` kernels (`tuner.kernels.tuned` is loaded only by
+    declaring one): an eager call may tune them, benchmarking on the GPU, as an autotuning compile does."""
+    slot = device_slot(device)
+    with hold_for_compile(slot, autotunes=slot.gpu is not None and "tuner.kernels.tuned" in sys.modules):
         yield

@@ -7,20 +7,29 @@ or raise while it is timed. `confirm_through` runs the confirmation through an e
 that variant with its status and measures the others again in a fresh process, until a run
 finishes. It never gives up on the whole confirmation for one finalist: only a failure it
 cannot pin on such a variant (the default compile's, the process's own, a deadline) comes back.
+
+A run that ran out of memory holding several variants (`ConfirmResult.crowded`: a large model,
+each variant a copy of it) blames none of them: every finalist fitted beside the default in its
+own trial. The rerun holds one variant fewer, the lowest ranked (the last of the request's
+order: `tuner.search.verdict` lists finalists best first), which is recorded as CANCELLED,
+"not confirmed" and why; eager, the default and the run's baseline (its first variant) stay.
+So the best-ranked finalists are confirmed side by side as far as memory allows, and none is
+recorded as having crashed for it.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Callable
 
-from tuner.trial import DEFAULT, ConfirmFailed, ConfirmRequest, ConfirmResult, Status, VariantResult
+from tuner.trial import DEFAULT, EAGER, ConfirmFailed, ConfirmRequest, ConfirmResult, Status, VariantResult
 
 __all__ = ["confirm_through", "failure_line"]
 
 
 def confirm_through(run: Callable[[ConfirmRequest], ConfirmResult | ConfirmFailed],
                     request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
-    """`run(request)`, again without each variant that crashed it or stopped its rounds.
+    """`run(request)`, again without each variant that crashed it or stopped its rounds, or
+    without the lowest ranked one when it ran out of memory holding several (module docstring).
 
     The result holds every variant of `request` in its order: the ones dropped with how they
     failed (no rounds), the rest as the last, complete run measured them side by side. A
@@ -46,9 +55,26 @@ def _culprit(outcome: ConfirmResult | ConfirmFailed, labels: set[str]) -> Varian
         if outcome.variant in labels - {DEFAULT} and outcome.status is Status.CRASHED:
             return VariantResult(outcome.variant, outcome.status, error=failure_line(outcome.error))
         return None
+    if outcome.crowded is not None:
+        return _lowest_ranked(outcome, labels)
     if outcome.stopped_by in labels - {DEFAULT}:
         return outcome.get(outcome.stopped_by)
     return None
+
+
+def _lowest_ranked(outcome: ConfirmResult, labels: set[str]) -> VariantResult | None:
+    """The variant a crowded run drops: the last one it held but eager, the default and its first
+    (None: only those are left, so the outcome stands)."""
+    order = [v.label for v in outcome.variants if v.label in labels]
+    kept = {EAGER, DEFAULT, *order[:1]}
+    last = next((label for label in reversed(order) if label not in kept), None)
+    if last is None:
+        return None
+    hit = outcome.get(outcome.stopped_by)
+    why = failure_line(hit.error) if hit is not None and hit.error else "out of memory"
+    return VariantResult(last, Status.CANCELLED,
+                         error=f"not confirmed: the confirmation ran out of memory holding {outcome.crowded} variants "
+                               f"at once ({why}); it ran again without this one, the lowest ranked")
 
 
 def failure_line(error: str) -> str:

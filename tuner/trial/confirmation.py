@@ -95,18 +95,21 @@ class ConfirmResult:
 
     `stopped_by` names the variant whose compile or call failed (its VariantResult says how): the
     run stopped there, every other variant is CANCELLED with no rounds, and the driver measures
-    those again in a fresh process (`tuner.search.confirmation_retries`)."""
+    those again in a fresh process (`tuner.search.confirmation_retries`). `crowded` (set only then)
+    is how many variants the process held, that one included, when it ran out of memory: the
+    run's failure to hold them all, not that variant's, so the driver runs fewer at once."""
 
     variants: tuple[VariantResult, ...] = field(default=())
     error: str | None = None
     threads: int | None = None        # torch's thread count in the confirmation process
     stopped_by: str | None = None
+    crowded: int | None = None
 
     def get(self, label: str) -> VariantResult | None:
         return next((v for v in self.variants if v.label == label), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"error": self.error, "threads": self.threads, "stopped_by": self.stopped_by,
+        return {"error": self.error, "threads": self.threads, "stopped_by": self.stopped_by, "crowded": self.crowded,
                 "variants": [{**asdict(v), "status": v.status.value, "round_ms": list(v.round_ms)}
                              for v in self.variants]}
 
@@ -115,7 +118,7 @@ class ConfirmResult:
         variants = tuple(VariantResult(label=v["label"], status=Status(v["status"]), compile_s=v["compile_s"],
                                        round_ms=tuple(v["round_ms"]), error=v["error"]) for v in data["variants"])
         return cls(variants=variants, error=data.get("error"), threads=data.get("threads"),
-                   stopped_by=data.get("stopped_by"))
+                   stopped_by=data.get("stopped_by"), crowded=data.get("crowded"))
 
 
 @dataclass(frozen=True)

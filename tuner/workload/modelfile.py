@@ -8,6 +8,7 @@ and may define `get_optimizer(model)` (see `tuner.workload.training`). Every pro
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.machinery
@@ -19,7 +20,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from tuner.errors import ModelFileError
 from tuner.workload.device import check_device
@@ -66,7 +67,8 @@ class LoadedModel:
 
 
 def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, int], ...] = (),
-                    assigned_gpus: tuple[str, ...] | None = None) -> LoadedModel:
+                    assigned_gpus: tuple[str, ...] | None = None,
+                    hold: Callable[[str], ContextManager[Any]] | None = None) -> LoadedModel:
     """Import a model file and build its model and inputs, deterministically for `seed`.
 
     Seeds `torch` and `random` (and numpy when it is loaded) before the import and again
@@ -76,10 +78,10 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
     class's `__module__` to read the globals of a `forward` it inlines. The model and inputs are moved to `DEVICE`. `shape` (a
     `--shapes` bucket) is passed to `get_inputs` as keyword arguments (`tuner.workload.shapes`).
     `DEVICE` gets its one normal form here (`normal_cuda`: `cuda:N`, N an index this process sees;
-    `assigned_gpus`, under Ray, the node GPU ids Ray gave the task).
+    `assigned_gpus`, under Ray, the node GPU ids Ray gave the task). `hold(device)`, when given, is
+    held from the device's check on: while the model and inputs are built and moved to it (a
+    trial's compile lock, `tuner.measure.node_lock.reference_lock`).
     """
-    import torch
-
     path = Path(path).expanduser()
     if not path.is_file():
         raise ModelFileError(f"model file {path} not found; {_HINT}")
@@ -95,6 +97,13 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
                 f"({'returning an nn.Module' if fn_name == 'get_model' else 'returning a tuple or dict of tensors'})"
             )
     device = check_device(path, getattr(module, "DEVICE", "cpu"), assigned_gpus)
+    with contextlib.nullcontext() if hold is None else hold(device):
+        return _build(path, module, device, seed, shape)
+
+
+def _build(path: Path, module: Any, device: str, seed: int, shape: tuple[tuple[str, int], ...]) -> LoadedModel:
+    """`load_model_file` once the device is known: the model and inputs, on it."""
+    import torch
 
     _seed_everything(seed)
     model = _call(path, module.get_model, "get_model()")

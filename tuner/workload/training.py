@@ -12,9 +12,10 @@ autograd partitions them; `functorch.*` knobs such as `activation_memory_budget`
 the optimizer step runs eagerly, the same for every variant, so it adds the same time to each.
 
 Correctness: from identical initial weights (each variant loads the file afresh under the same
-seed), the first step's loss and every parameter's gradient must match an eager step within the
-norm-relative error and cosine similarity of `tuner.measure.compare_gradients`); else WRONG_RESULT naming the first parameter
-that differs. This module holds the pieces of a step; `tuner.measure.prepare` puts them together
+seed), the first step's loss and every parameter's gradient, and those of the later steps
+from the same weights, must match an eager step by `tuner.measure.compare_gradients` (against the
+same step in float64 where the model runs so, as the output gate does); else WRONG_RESULT naming
+the first parameter that differs. This module holds the pieces of a step; `tuner.measure.prepare` puts them together
 when `MeasureSpec.mode` is "train", so trials and the confirmation time whole steps.
 """
 from __future__ import annotations
@@ -107,15 +108,16 @@ def run_step(model: "torch.nn.Module", call: Callable[[], Any], optimizer: "torc
     return StepResult(loss.detach().clone(), grads)
 
 
-Compare = Callable[[list["torch.Tensor"], list["torch.Tensor"]], "str | None"]
+Compare = Callable[[list["torch.Tensor"], list["torch.Tensor"], "list[torch.Tensor] | None"], "str | None"]
 
 
-def compare_steps(reference: StepResult, got: StepResult, compare: Compare) -> str | None:
+def compare_steps(reference: StepResult, got: StepResult, compare: Compare, wide: StepResult | None = None) -> str | None:
     """None when `got`'s loss and every gradient match `reference` by `compare` (trials pass
-    `tuner.measure.compare_gradients`: norm-relative error and cosine similarity per parameter),
-    else why not, naming the first
-    parameter that differs."""
-    mismatch = compare([reference.loss.reshape(())], [got.loss.reshape(())])
+    `tuner.measure.compare_gradients`), each with its float64 counterpart from `wide` (the same
+    step in float64; None: none), else why not, naming the first parameter that differs."""
+    widest = dict(wide.grads) if wide is not None else {}
+    mismatch = compare([reference.loss.reshape(())], [got.loss.reshape(())],
+                       None if wide is None else [wide.loss.reshape(())])
     if mismatch:
         return f"loss: {mismatch.removeprefix('output 0: ')}"
     mine = dict(got.grads)
@@ -126,7 +128,7 @@ def compare_steps(reference: StepResult, got: StepResult, compare: Compare) -> s
                 return f"gradient of {name}: {'none' if out is None else 'present'}, eager has " \
                        f"{'one' if out is None else 'none'}"
             continue
-        mismatch = compare([ref], [out])
+        mismatch = compare([ref], [out], None if widest.get(name) is None else [widest[name]])
         if mismatch:
             return f"gradient of {name}: {mismatch.removeprefix('output 0: ')}"
     return None
@@ -179,7 +181,8 @@ def timed_step(model: "torch.nn.Module", call: Callable[[], Any],
     return step
 
 
-def _repeat_difference(first: list["torch.Tensor"], second: list["torch.Tensor"]) -> str | None:
+def _repeat_difference(first: list["torch.Tensor"], second: list["torch.Tensor"],
+                       _wide: "list[torch.Tensor] | None" = None) -> str | None:
     """Two eager steps may differ by a few rounding steps where reductions are nondeterministic;
     dropout or a random op differs by far more (as `tuner.workload.eager_reference` allows)."""
     import torch
