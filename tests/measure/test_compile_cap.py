@@ -77,7 +77,7 @@ def test_a_slow_candidate_compile_is_stopped_at_the_cap_while_the_baseline_compi
         return prepared[-1]
 
     monkeypatch.setattr(core, "prepare", spy)
-    cap = CompileCap(seconds=0.3, p90_s=0.1, compiles=6)
+    cap = CompileCap(seconds=0.3, p90_s=0.1, compiles=6, floor_s=0.3)
     request = TrialRequest(spec=MeasureSpec(str(MODELS / "slow_trace.py"), **QUICK),
                            params=(("max_fusion_size", 8),), number=3, compile_cap=cap)
     measured = run_trial(request)

@@ -153,8 +153,7 @@ def cap_line(outcome: SearchOutcome) -> str | None:
     if not stopped:
         return None
     cap = outcome.compile_cap
-    at = (f" ({cap.seconds:.0f} s: p90 of {cap.compiles} compiles {cap.p90_s:.1f} s x {cap.factor:g})"
-          if cap is not None else "")
+    at = f" ({cap.seconds:.3g} s: {cap.basis()})" if cap is not None else ""
     numbers = ", ".join(str(r.number) for r in stopped[:8]) + (", ..." if len(stopped) > 8 else "")
     return (f"{len(stopped)} compile(s) stopped at the adaptive cap{at}: trial(s) {numbers}, recorded as timeout; "
             f"see `tuner trials`")

@@ -184,12 +184,12 @@ class Driver:
 
     def _wanted(self) -> int:
         """How many more trials to submit now (0: none, the count or the budget is reached)."""
-        if self.budget is not None and not self.budget.allows(self.pace, confirm_s=self._confirm_s(),
-                                                              recorded=len(self.records)):
+        counted = (self.executor.capacity if self.job.trials is None
+                   else self.job.trials - len(self.records)) - self.executor.pending()
+        if counted > 0 and self.budget is not None and not self.budget.allows(
+                self.pace, confirm_s=self._confirm_s(), recorded=len(self.records)):
             return 0
-        if self.job.trials is None:
-            return self.executor.capacity - self.executor.pending()
-        return self.job.trials - len(self.records) - self.executor.pending()
+        return counted
 
     def _confirm_s(self) -> float:
         """The confirmation's expected seconds after the trials recorded so far (`confirmation_s`)."""

@@ -36,12 +36,15 @@ class CompileCap:
     factor: float = FACTOR
     floor_s: float = FLOOR_S
 
+    def basis(self) -> str:
+        """Where the cap comes from: `p90 of 12 compiles 13.7 s x 3[, at least 30 s]`."""
+        floor = f", at least {self.floor_s:.3g} s" if self.seconds == self.floor_s else ""
+        return f"p90 of {self.compiles} compiles {self.p90_s:.1f} s x {self.factor:g}{floor}"
+
     def reason(self) -> str:
         """The error of a trial the cap stopped; it begins with CAP_PREFIX."""
-        floor = f", at least {self.floor_s:g} s" if self.seconds <= self.floor_s else ""
-        return (f"{CAP_PREFIX} of {self.seconds:.0f} s (p90 of {self.compiles} compiles {self.p90_s:.1f} s "
-                f"x {self.factor:g}{floor}); this config compiles far slower than the others, "
-                f"so it was not measured")
+        return (f"{CAP_PREFIX} of {self.seconds:.3g} s ({self.basis()}); this config compiles far slower than "
+                f"the others, so it was not measured")
 
     def to_json(self) -> dict[str, Any]:
         return {"seconds": self.seconds, "p90_s": self.p90_s, "compiles": self.compiles, "factor": self.factor,
