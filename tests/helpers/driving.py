@@ -1,5 +1,7 @@
 """The search driver over a replay executor on a recorded two-knob space: the `target` and
-`store` fixtures (import them into a test module to use them), `replay` and `search`."""
+`store` fixtures (import them into a test module to use them), `replay` and `search`; for the
+budget, a `FakeClock` and a `TimedReplay` whose trials take time on it, and the `wide_target`
+fixture (a space that does not run out)."""
 from __future__ import annotations
 
 import json

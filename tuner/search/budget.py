@@ -5,7 +5,7 @@ so what it stores is the best confirmed result of the trials that fitted (an any
 The driver asks `Budget.allows` before each submission: a new trial is submitted only while the
 time left covers what a trial has been taking (`Pace.trial_s`: a high quantile of the wall times
 of the last trials, from submission to result, so the contention of trials in flight at once is
-in it) plus the confirmation's expected time (`confirmation_s`). Trials in flight when it stops
+in it) plus the confirmation's expected time (`confirmation_s`, from the median trial). Trials in flight when it stops
 run to their end (each within its `--timeout`); Ctrl-C still stops everything at once.
 Before the first result nothing is known, so the first trials (as many as run at once) are
 always submitted: a search always has the defaults' trial to confirm.
@@ -93,22 +93,29 @@ class Pace:
         return statistics.median(self.took[-WINDOW:]) if self.took else None
 
 
-def confirmation_s(finalists: Sequence[Finalist], median_trial_s: float) -> float:
-    """The expected seconds of the confirmation of `finalists` (`tuner.search.verdict`).
+def confirmation_s(finalists: Sequence[Finalist], trial_s: float) -> float:
+    """The expected seconds of the confirmation of `finalists` (`tuner.search.verdict`), a trial
+    taking `trial_s` (the median).
 
-    A trial gets two variants ready in one process and times them, so each variant of a
-    confirmation run costs about half a trial: the selection run holds eager, the default and the
-    finalists; the ablation run, when the choice has two or more knobs, the choice and it minus
-    each knob; the claim run eager, the default, the choice and its minimal config, and with
-    freezing the configs without it. The finalist of most knobs stands for the choice (it is not
-    known yet). No finalist (only the defaults ran): one run of eager against the default.
+    Each confirmation run is one process, like a trial, that gets its variants ready one after
+    another and times them together: a run of two variants costs about a trial, each variant
+    beyond two a third of one more (a model load and a compile; measured on examples/mlp.py: a
+    selection run of five variants took 1.5 trials). The runs mirror `conclude`, with the finalist
+    ahead in the search standing for the choice: the selection run (eager, the default and the
+    finalists), the ablation run when the choice has two or more knobs (it and it minus each
+    knob), and the claim run (eager, the default, the choice, its minimal config beside it after an
+    ablation, and with freezing the configs without it). No finalist: one run of eager against the default.
     """
+    def run_s(variants: int) -> float:
+        return trial_s * (1 + max(0, variants - 2) / 3)
+
     if not finalists:
-        return median_trial_s
-    knobs = max(len(f.candidate.params) for f in finalists)
-    freezing = any(f.freezes for f in finalists)
-    variants = (2 + len(finalists)) + (1 + knobs if knobs > 1 else 0) + 4 + (len(finalists) if freezing else 0)
-    return variants * median_trial_s / 2
+        return run_s(2)
+    choice = max(finalists, key=lambda f: f.search.median if f.search is not None else 0.0)
+    knobs = len(choice.candidate.params)
+    thawed = (knobs > 1) + sum(not f.freezes for f in finalists) if choice.freezes else 0
+    claim = 3 + (knobs > 1) + thawed
+    return run_s(2 + len(finalists)) + (run_s(1 + knobs) if knobs > 1 else 0.0) + run_s(claim)
 
 
 @dataclass(frozen=True)
