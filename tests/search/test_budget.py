@@ -38,7 +38,7 @@ def test_a_search_needs_a_count_or_a_budget() -> None:
     assert SearchOptions(MeasureSpec("m.py"), trials=None, budget_s=60).trials is None
 
 
-def test_the_confirmation_is_expected_to_take_a_trial_per_run_and_a_third_per_variant_beyond_two() -> None:
+def test_the_confirmation_is_expected_to_take_a_trial_per_run_and_a_sixth_per_variant_beyond_two() -> None:
     from tuner.trial import Speedup
 
     one = Finalist("tuned #1", Candidate.from_dict({"max_autotune": True}), Speedup(1.2, 1.1, 1.3, 10))
@@ -47,11 +47,11 @@ def test_the_confirmation_is_expected_to_take_a_trial_per_run_and_a_third_per_va
     frozen = Finalist("tuned #3", Candidate.from_dict({"freezing": True, "cpp_wrapper": True}),
                       Speedup(1.5, 1.3, 1.7, 10))
     assert confirmation_s([], 30.0) == 30.0                           # eager against the default, one run
-    assert confirmation_s([one], 30.0) == 40.0 + 40.0                # selection of 3 variants, claim of 3
-    assert confirmation_s([one, two], 30.0) == 50.0 + 40.0           # the choice (ahead) has one knob: no ablation
+    assert confirmation_s([one], 30.0) == 35.0 + 35.0                # selection of 3 variants, claim of 3
+    assert confirmation_s([one, two], 30.0) == 40.0 + 35.0           # the choice (ahead) has one knob: no ablation
     # ahead: two knobs and freezing: an ablation of 3, a claim of eager, default, choice, minimal, it
     # without freezing and the two finalists that do not freeze
-    assert confirmation_s([one, two, frozen], 30.0) == pytest.approx(60.0 + 40.0 + 30.0 * (1 + 5 / 3))
+    assert confirmation_s([one, two, frozen], 30.0) == pytest.approx(45.0 + 35.0 + 30.0 * (1 + 5 / 6))
 
 
 def _run(job: SearchOptions, target: Target, store: Store, executor: TimedReplay, budget: Budget):

@@ -99,15 +99,16 @@ def confirmation_s(finalists: Sequence[Finalist], trial_s: float) -> float:
 
     Each confirmation run is one process, like a trial, that gets its variants ready one after
     another and times them together: a run of two variants costs about a trial, each variant
-    beyond two a third of one more (a model load and a compile; measured on examples/mlp.py: a
-    selection run of five variants took 1.5 trials). The runs mirror `conclude`, with the finalist
+    beyond two a sixth of one more (a model load and a compile; measured on examples/mlp.py with
+    --executor local on 2 cores: a selection run of five variants took 1.0 median trial alone and
+    1.5 with other work on the machine). The runs mirror `conclude`, with the finalist
     ahead in the search standing for the choice: the selection run (eager, the default and the
     finalists), the ablation run when the choice has two or more knobs (it and it minus each
     knob), and the claim run (eager, the default, the choice, its minimal config beside it after an
     ablation, and with freezing the configs without it). No finalist: one run of eager against the default.
     """
     def run_s(variants: int) -> float:
-        return trial_s * (1 + max(0, variants - 2) / 3)
+        return trial_s * (1 + max(0, variants - 2) / 6)
 
     if not finalists:
         return run_s(2)

@@ -8,7 +8,10 @@ learned from the stored trials ranks first among several (`tuner.search.cost_mod
 candidates are measured once (after EXPLORE_AFTER
 repeats in a row, a converged sampler's next proposals come from a random sampler, so the budget
 goes to new candidates; MAX_DUPLICATE_ASKS in a row end the search as exhausted); `resume` replays the
-stored trials of the last study into a fresh in-memory Optuna study. An interrupt (Ctrl-C,
+stored trials of the last study into a fresh in-memory Optuna study. With a `Budget`, no trial
+starts once a trial and the expected confirmation would not fit in the time left
+(`tuner.search.budget`). Each trial carries the adaptive compile cap computed from the compile
+times recorded so far (`tuner.trial.compile_cap`). An interrupt (Ctrl-C,
 or SIGTERM turned into KeyboardInterrupt) stops the trials in flight, records them as
 cancelled (never a result: resume measures them again) and raises SearchInterrupted.
 """
