@@ -72,6 +72,8 @@ def test_the_command_line_loads_no_heavy_package_before_a_command_runs(tmp_path:
                         "per half), got 4"),
     (["--executor", "local", "--platform", "all"], "--address and --platform need Ray; drop --executor local"),
     (["--executor", "local", "--address", "auto"], "--address and --platform need Ray; drop --executor local"),
+    (["--budget", "20x"],
+     "--budget '20x' is not a duration above zero; write it like 90s, 20m, 1.5h or 1h30m"),
 ])
 def test_search_usage_errors_come_before_any_work(tmp_path: Path, flags: list[str], message: str) -> None:
     db = tmp_path / "never.db"

@@ -19,7 +19,7 @@ from helpers import MODELS, run_main
 from helpers.browser import ARTIFACTS, browse
 from tuner.report.data import history_points
 from tuner.report.noise import advice, closest, noise_floor, within_noise
-from tuner.storage import BestConfig, Store, TrialRecord, upgrade
+from tuner.storage import BestConfig, Store, StudyInfo, TrialRecord, upgrade
 from tuner.trial import Candidate, Measurement, Status
 
 TINY = str(MODELS / "tiny_mlp.py")
@@ -131,3 +131,10 @@ def test_within_noise_judges_candidates_against_the_floor_or_their_own_intervals
     assert [c.number for c in closest(records)] == [7, 2, 4]
     tips = advice(study=None, trials=3, rounds=10, platform="AMD EPYC (cuda), torch 2.13", baseline_ms=None)
     assert [t.split(":")[0] for t in tips] == ["more trials", "more rounds", "a larger batch (get_inputs)"]
+
+
+def test_the_advice_on_a_budget_search_without_a_count_names_the_budget() -> None:
+    study = StudyInfo(1, "w", "p", "s", "tpe", 0, 0, datetime(2026, 5, 10, tzinfo=timezone.utc), "u", "h")
+    tips = advice(study=study, trials=7, rounds=20, platform="AMD EPYC (cpu)", baseline_ms=None)
+    assert tips[0].startswith("more trials: this search measured 7 that fitted in its --budget, a small part of "
+                              "the space; run it with --trials 30")

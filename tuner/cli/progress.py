@@ -12,6 +12,7 @@ these forms (`[...]` parts appear only when they apply):
 
     trial N started: KNOBS
     D/T trials, F failed[, P pruned][, R running], ETA XmYYs | trial N: RESULT (KNOBS)
+    D trials, F failed[, P pruned][, R running] | trial N: RESULT (KNOBS)   (--budget, no --trials)
     best so far (unconfirmed): S [LOW, HIGH] vs default, trial N
     failures: STATUS COUNT[, STATUS COUNT ...]
 
@@ -60,7 +61,7 @@ class Progress:
     A `Progress` is also a rich renderable (the panel), whatever the mode.
     """
 
-    def __init__(self, total: int, *, done: int = 0, stream: TextIO | None = None):
+    def __init__(self, total: int | None, *, done: int = 0, stream: TextIO | None = None):
         self.total, self.done, self.start_done = total, done, done
         self.began = time.monotonic()
         self.failures: Counter[str] = Counter()
@@ -125,11 +126,20 @@ class Progress:
 
     def _done_line(self, record: TrialRecord) -> str:
         running = f", {len(self.running)} running" if self.heard_starts else ""
-        head = (f"{self.done}/{self.total} trials, {sum(self.failures.values())} failed{pruned_text(self.pruned)}"
-                f"{running}, ETA {_duration(self._eta())} | trial {record.number}: {_result(record, short=True)}")
+        head = (f"{self._count()} trials, {sum(self.failures.values())} failed{pruned_text(self.pruned)}"
+                f"{running}{self._eta_text()} | trial {record.number}: {_result(record, short=True)}")
         return _fit(head, record.params)
 
+    def _count(self) -> str:
+        """`done/total`, or `done` when the trials are not counted (a --budget search without --trials)."""
+        return str(self.done) if self.total is None else f"{self.done}/{self.total}"
+
+    def _eta_text(self) -> str:
+        return "" if self.total is None else f", ETA {_duration(self._eta())}"
+
     def _eta(self) -> float:
+        if self.total is None:
+            return 0.0
         ran = self.done - self.start_done
         return (time.monotonic() - self.began) / ran * max(0, self.total - self.done) if ran else 0.0
 
@@ -151,8 +161,11 @@ class Progress:
             bar = Table.grid(padding=(0, 1), expand=True)
             bar.add_column(ratio=1)
             bar.add_column(no_wrap=True)
-            bar.add_row(ProgressBar(total=max(1, self.total), completed=min(self.done, self.total)),
-                        f"{self.done}/{self.total} trials  {eta}")
+            if self.total is None:      # not counted (--budget without --trials): a pulsing bar
+                bar.add_row(ProgressBar(total=None), f"{self.done} trials")
+            else:
+                bar.add_row(ProgressBar(total=max(1, self.total), completed=min(self.done, self.total)),
+                            f"{self.done}/{self.total} trials  {eta}")
             failed = sum(self.failures.values())
             failures = (f"{failed} failed" + (f" ({self._failures_text()})" if failed else "")
                         + f", {self.pruned} pruned")

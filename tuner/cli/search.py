@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.cli.common import add_command, add_db_option
 from tuner.settings import Settings
+
+DEFAULT_TRIALS = 30      # --trials without --budget
 
 if TYPE_CHECKING:
     from tuner.cli.progress import Progress
@@ -18,7 +21,11 @@ if TYPE_CHECKING:
 def add_search_parser(subparsers: Any) -> None:
     s = add_command(subparsers, "search", cmd_search, help="search compile configs for a model file and store the best")
     s.add_argument("model", help="Python file defining get_model() and get_inputs()")
-    s.add_argument("--trials", type=int, default=30, help="trials in the study (default 30)")
+    s.add_argument("--trials", type=int, default=None,
+                   help="trials in the study (default 30; with --budget and no --trials, as many as fit)")
+    s.add_argument("--budget", default=None, metavar="DURATION",
+                   help="wall clock of the whole search, confirmation included, e.g. 90s, 20m, 1.5h or 1h30m: "
+                        "no new trial once the rest would not fit; the best confirmed result is stored")
     s.add_argument("--mode", default="inference", choices=("inference", "train"),
                    help="tune the forward pass (inference, default) or whole training steps (train: the model "
                         "file defines get_loss(model, inputs), optionally get_optimizer(model))")
@@ -72,8 +79,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     Interrupted (SearchInterrupted), it prints the summary of what finished and lets the
     interrupt go on to `tuner.cli.main` (exit 130)."""
     from tuner.precision import parse_precisions
-    from tuner.search import (Execution, SearchInterrupted, SearchOptions, parse_objectives, pruning_notice,
-                              run_search)
+    from tuner.search import (Execution, SearchInterrupted, SearchOptions, parse_duration, parse_objectives,
+                              pruning_notice, run_search)
     from tuner.trial import MeasureSpec, parse_size_mb
 
     # Flags first, then the environment's settings; the options check themselves (UsageError).
@@ -82,7 +89,9 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
                        repeat=args.repeat, timeout_s=args.timeout or settings.trial_timeout_s,
                        memory_limit_mb=memory_limit_mb, tolerance=args.tolerance, mode=args.mode)
     precision = () if args.precision is None else parse_precisions(args.precision)
-    options = SearchOptions(measure=spec, trials=args.trials, sampler=args.sampler, seed=args.seed,
+    budget_s = None if args.budget is None else parse_duration(args.budget)
+    trials = args.trials if args.trials is not None or budget_s is not None else DEFAULT_TRIALS
+    options = SearchOptions(measure=spec, trials=trials, budget_s=budget_s, sampler=args.sampler, seed=args.seed,
                             resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe,
                             pruner=args.pruner, warm_start=args.warm_start, cost_model=args.cost_model,
                             precision=precision,
@@ -90,7 +99,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     if (notice := pruning_notice(options.objectives, options.pruner)) is not None:
         print(f"notice: {notice}", file=sys.stderr)
     execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform)
-    printer = SearchPrinter(args.trials, train=args.mode == "train")
+    printer = SearchPrinter(trials, train=args.mode == "train", budget_s=budget_s)
     try:
         if args.shapes is None:
             results = run_search(options, execution=execution, settings=settings, events=printer)
@@ -135,14 +144,56 @@ def warm_start_lines(outcome: SearchOutcome) -> list[str]:
     return lines
 
 
+def cap_line(outcome: SearchOutcome) -> str | None:
+    """How many trials' compiles the adaptive cap stopped (`tuner.trial.compile_cap`), and the cap; None: none."""
+    from tuner.trial import CAP_PREFIX, Status
+
+    stopped = [r for r in outcome.trials
+               if r.measurement.status is Status.TIMEOUT and (r.measurement.error or "").startswith(CAP_PREFIX)]
+    if not stopped:
+        return None
+    cap = outcome.compile_cap
+    at = f" ({cap.seconds:.3g} s: {cap.basis()})" if cap is not None else ""
+    numbers = ", ".join(str(r.number) for r in stopped[:8]) + (", ..." if len(stopped) > 8 else "")
+    return (f"{len(stopped)} compile(s) stopped at the adaptive cap{at}: trial(s) {numbers}, recorded as timeout; "
+            f"see `tuner trials`")
+
+
+def budget_line(outcome: SearchOutcome, budget_s: float, took_s: float) -> str:
+    """What --budget did: where it stopped the trials and why, or that it was not reached; how long
+    the search took, and when that is over the budget, why."""
+    from tuner.search import format_duration
+
+    head = f"budget {format_duration(budget_s)}"
+    stop = outcome.budget
+    if stop is None:
+        what = "not reached: the trials asked for were done first" if not outcome.exhausted else \
+            "not reached: the space ran out of new candidates first"
+    else:
+        left = (f"with {format_duration(stop.left_s)} left" if stop.left_s >= 0
+                else f"{format_duration(-stop.left_s)} past it")
+        what = (f"stopped handing out trials after {stop.trials} {left} (a trial takes up to "
+                f"{format_duration(stop.trial_s)} here, the confirmation about {format_duration(stop.confirm_s)})")
+    took = f"the search took {format_duration(took_s)}"
+    if took_s > budget_s and (stop is None or stop.trials <= 1):
+        took += (", over the budget: the first trial and the confirmation, which always run so that a result is "
+                 f"confirmed, take longer here; give --budget at least {format_duration(took_s * 1.2)}")
+    elif took_s > budget_s:
+        took += (f", {format_duration(took_s - budget_s)} over the budget (the last trials or the confirmation "
+                 f"took longer than the trials before them)")
+    return f"{head}: {what}; {took}"
+
+
 class SearchPrinter:
     """The search's `SearchEvents` as the terminal shows them: the `kernel:` lines, notices and
     the "tuning" line on stderr, the live progress while trials run (`tuner.cli.progress`: a
     panel on a terminal, plain lines elsewhere), then each platform's summary table on stdout."""
 
-    def __init__(self, trials: int, *, train: bool = False):
+    def __init__(self, trials: int | None, *, train: bool = False, budget_s: float | None = None):
         self.trials = trials
         self.train = train
+        self.budget_s = budget_s
+        self.began = time.monotonic()         # the budget counts from here (run_search starts at once)
         self.progress: Progress | None = None
 
     def kernels_tuned(self, launches: tuple[KernelLaunch, ...]) -> None:
@@ -181,6 +232,7 @@ class SearchPrinter:
             print("no trial ran correctly: Inductor's defaults stay; see `tuner trials` for the errors")
             if (line := default_failure(result.outcome.trials, train=self.train)) is not None:
                 print(line)
+            self._limits(result.outcome)
             return
         if result.outcome.skipped:
             print(f"note: {result.outcome.skipped} proposal(s) holding a knob value or pair that always failed "
@@ -195,6 +247,14 @@ class SearchPrinter:
             from tuner.cli.results import front_text
 
             print(front_text(study, list(result.outcome.trials)))
+        self._limits(result.outcome)
+
+    def _limits(self, outcome: SearchOutcome) -> None:
+        """The lines of what bounded the search: the compiles the adaptive cap stopped, the budget."""
+        if (line := cap_line(outcome)) is not None:
+            print(line)
+        if self.budget_s is not None:
+            print(budget_line(outcome, self.budget_s, time.monotonic() - self.began))
 
     def interrupted(self, stop: SearchInterrupted) -> None:
         """The summary of what finished before an interrupt; nothing was confirmed or stored."""

@@ -117,11 +117,14 @@ def _why_defaults(verdict: Verdict, tried: list[str]) -> str:
             f"rounds, which chooses; a gain seen in one half only is not stored")
 
 
-def interrupted_summary(outcome: SearchOutcome, *, total: int, confirming: bool = False, shown: int = 5) -> str:
+def interrupted_summary(outcome: SearchOutcome, *, total: int | None, confirming: bool = False,
+                        shown: int = 5) -> str:
     """What an interrupted search measured: counts, then its `shown` fastest verified trials
-    with their speedup over the defaults' trial. Nothing was confirmed, so nothing is stored."""
+    with their speedup over the defaults' trial (`total` None: a --budget search without --trials).
+    Nothing was confirmed, so nothing is stored."""
     ok = [r for r in outcome.trials if r.measurement.ok and r.measurement.latency_ms is not None]
-    when = "during the confirmation" if confirming else f"after {len(outcome.trials)} of {total} trials"
+    of = f" of {total}" if total is not None else ""
+    when = "during the confirmation" if confirming else f"after {len(outcome.trials)}{of} trials"
     pruned = sum(1 for r in outcome.trials if r.measurement.status is Status.PRUNED)
     head = (f"interrupted {when} ({len(ok)} ok, {len(outcome.trials) - len(ok) - pruned} failed{pruned_text(pruned)}, "
             f"{len(outcome.cancelled)} cancelled); nothing was confirmed or stored as best")

@@ -81,11 +81,15 @@ def failure(exc: BaseException, spec: MeasureSpec, status: Status) -> tuple[Stat
     """How a failed trial is recorded: `status` with the exception's headline, then the traceback.
 
     Running out of memory is CRASHED instead, headlined "out of memory (the trial exceeded
-    --memory-limit N)" when the spec's cap is in force in this process, else "out of memory".
+    --memory-limit N)" when the spec's cap is in force in this process, else "out of memory";
+    a compile stopped at the adaptive cap is TIMEOUT, headlined with the cap's reason.
     """
+    from tuner.measure.compile_cap import stopped
     from tuner.trial import exceeded, limit_in_force
 
     trace = traceback.format_exc()
+    if (cap := stopped(exc)) is not None:       # past the adaptive compile cap (tuner.measure.compile_cap)
+        return Status.TIMEOUT, f"{cap}\n{trace}"
     if out_of_memory(exc):
         capped = spec.memory_limit_mb is not None and limit_in_force()
         headline = exceeded(spec.memory_limit_mb) if capped else "out of memory"
@@ -169,6 +173,7 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.inductor import compile_config, compile_model, gemm_choices, triton_choices
+    from tuner.measure.compile_cap import capped
     from tuner.measure.compile_time import warm_compiler
     from tuner.measure.node_lock import compile_lock, reference_lock
     from tuner.measure.references import output_references
@@ -197,7 +202,8 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
                     warm_compiler(loaded)
                 with gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
                         triton_choices.harvesting(tunes_kernels) as kernels:
-                    (first,), compile_s = checked_calls(call, sync, 1)
+                    with capped():      # the candidate's compile, when `run_trial` armed a cap
+                        (first,), compile_s = checked_calls(call, sync, 1)
                     later, _ = checked_calls(call, sync, LATER_CALLS)
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return rejected(exc, spec)
@@ -236,6 +242,7 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     reference (`tuner.measure.verify.compare_gradients`, against fp64 where it runs). `call` is one
     whole step, grad enabled whatever the caller's grad mode; `compile_s` is the first step's time."""
     from tuner.inductor import compile_config, compile_model
+    from tuner.measure.compile_cap import capped
     from tuner.measure.compile_time import warm_compiler
     from tuner.measure.node_lock import compile_lock, reference_lock
     from tuner.measure.references import host_copy, step_references
@@ -256,8 +263,9 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
             if config is not None:            # compile_s is then this config's own (tuner.measure.compile_time)
                 warm_compiler(loaded)
             start = time.perf_counter()       # inside the lock: waiting at it is not compiling
-            steps = [run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)]
-            sync()                            # an asynchronous CUDA error is this config's
+            with capped():                    # the candidate's compile, when `run_trial` armed a cap
+                steps = [run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)]
+                sync()                        # an asynchronous CUDA error is this config's
             compile_s = time.perf_counter() - start
             for _ in range(LATER_CALLS):      # the optimizer moved the weights: from the initial ones again
                 loaded.model.load_state_dict(initial)
@@ -340,6 +348,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     With `request.pruning`, a `RoundPruner` may stop the rounds early: the trial is then PRUNED,
     with the pairing of the rounds it ran.
     """
+    from tuner.measure.compile_cap import armed
     from tuner.measure.node_lock import measure_lock
 
     spec = request.spec
@@ -354,8 +363,10 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
         return Measurement.failed(Status.RUNTIME_ERROR, f"the default compile, which every trial is paired with, "
                                   f"failed: {baseline.message}", worker)
     resident_since = allocated_bytes(baseline.device) if request.params else 0
-    # The defaults' own trial times its runner against itself: the ratio shows the noise.
-    runner = prepare(spec, request.params) if request.params else baseline
+    # The defaults' own trial times its runner against itself: the ratio shows the noise. Only
+    # the candidate's compile is capped (tuner.measure.compile_cap), never the baseline's.
+    with armed(request.compile_cap):
+        runner = prepare(spec, request.params) if request.params else baseline
     if isinstance(runner, Rejected):
         return Measurement.failed(runner.status, runner.message, worker)
     pruner = RoundPruner(request.pruning) if request.pruning is not None else None

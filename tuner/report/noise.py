@@ -116,8 +116,10 @@ def advice(*, study: StudyInfo | None, trials: int, rounds: int, platform: str,
            baseline_ms: float | None) -> list[str]:
     """What to try next after "defaults kept", most likely to help first; each line names the flag."""
     asked = study.trials_requested if study is not None else trials
-    lines = [f"more trials: this search measured {trials} of the {asked} it asked for, a small part of "
-             f"the space; run it with --trials {max(30, 2 * asked)} (--resume continues this study)",
+    # 0 asked: a --budget search without --trials, which measured what fitted
+    of = f" of the {asked} it asked for" if asked else " that fitted in its --budget"
+    lines = [f"more trials: this search measured {trials}{of}, a small part of the space; run it with "
+             f"--trials {max(30, 2 * (asked or trials))} (--resume continues this study)",
              f"more rounds: the verdict rests on {rounds} paired rounds; --rounds {max(40, 2 * rounds)} "
              f"narrows the interval, so a smaller gain can clear the noise"]
     per_call = f" at {baseline_ms:.3f} ms per call," if baseline_ms is not None else ""

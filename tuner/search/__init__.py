@@ -3,7 +3,8 @@
 `run_search(options, *, execution, settings, events)` (`pipeline.py`) is the one owner of a
 search: it prepares the `Target`, opens the store, builds the executor, runs the driver
 (`driver.py`: asks Optuna for candidates and hands each result to the steps of
-`result_steps.py`; samplers, warm starts and learned failures, the cost model, objectives),
+`result_steps.py`; samplers, warm starts and learned failures, the cost model, objectives; the
+`--budget` rule, `budget.py`),
 confirms the finalists (`confirmation_retries.py`) and stores the verdict (`verdict.py`),
 returning one `SearchResult` per platform. What it is asked and what it answers
 (`SearchOptions`, `Target`, `SearchOutcome`, `SearchInterrupted`) are `options.py`'s values.
@@ -21,6 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tuner.search.budget import format_duration, parse_duration
     from tuner.search.buckets import BucketSearch, run_bucket_search
     from tuner.search.objectives import (OBJECTIVES, front, objective_values, parse_objectives, preferred_order,
                                          pruning_notice)
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
     "BucketSearch": "tuner.search.buckets", "run_bucket_search": "tuner.search.buckets",
+    "format_duration": "tuner.search.budget", "parse_duration": "tuner.search.budget",
     "OBJECTIVES": "tuner.search.objectives", "front": "tuner.search.objectives",
     "objective_values": "tuner.search.objectives", "parse_objectives": "tuner.search.objectives",
     "preferred_order": "tuner.search.objectives", "pruning_notice": "tuner.search.objectives",
@@ -58,8 +61,10 @@ __all__ = [
     "SearchResult",
     "Target",
     "Verdict",
+    "format_duration",
     "front",
     "objective_values",
+    "parse_duration",
     "parse_objectives",
     "plan_recording",
     "prepare_target",

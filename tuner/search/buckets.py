@@ -3,7 +3,8 @@
 Each bucket is an ordinary `tuner.search.run_search` whose `MeasureSpec.shape` holds the
 bucket's sizes, so its trials, confirmation and stored configs are those of the model file with
 `get_inputs(batch=8)`: its graphs are fingerprinted at that shape (workload `model[batch=8]`)
-and each gets its own best config under its own graph keys. `--trials` counts per bucket.
+and each gets its own best config under its own graph keys. `--trials` counts per bucket; the time
+left of `--budget` is shared equally by the buckets still to search.
 What a bucket contributes to the objective is its confirmed latency (held-out rounds, as stored)
 times its weight: `BucketSearch.weighted` gives the sum for the tuned configs and for the
 default compile. At compile time each bucket's shape finds its own config with
@@ -11,10 +12,12 @@ default compile. At compile time each bucket's shape finds its own config with
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tuner.errors import ModelFileError
+from tuner.search.budget import share
 from tuner.search.options import SearchOptions
 from tuner.search.pipeline import Execution, SearchEvents, SearchResult, run_search
 from tuner.trial import DEFAULT, EAGER, halves
@@ -98,11 +101,13 @@ def run_bucket_search(options: SearchOptions, buckets: ShapeBuckets, *, executio
     """Search, confirm and store one config per bucket: `run_search` once per bucket, each with
     `options.trials` trials on that bucket's inputs (`check_buckets` first, so a bad bucket stops
     the search before anything is written). Raises what `run_search` raises; an interrupt stops
-    at the bucket it reached, with the earlier buckets stored."""
+    at the bucket it reached, with the earlier buckets stored. `options.budget_s` covers them all."""
+    began = time.monotonic()
     check_buckets(options, buckets)
     done = []
-    for bucket in buckets.buckets:
-        job = replace(options, measure=replace(options.measure, shape=bucket.sizes))
+    for n, bucket in enumerate(buckets.buckets):
+        job = replace(options, measure=replace(options.measure, shape=bucket.sizes),
+                      budget_s=share(options.budget_s, began, len(buckets.buckets) - n))
         done.append(BucketResult(bucket, tuple(run_search(job, execution=execution, settings=settings,
                                                           events=events))))
     return BucketSearch(tuple(done))

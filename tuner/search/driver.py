@@ -8,7 +8,10 @@ learned from the stored trials ranks first among several (`tuner.search.cost_mod
 candidates are measured once (after EXPLORE_AFTER
 repeats in a row, a converged sampler's next proposals come from a random sampler, so the budget
 goes to new candidates; MAX_DUPLICATE_ASKS in a row end the search as exhausted); `resume` replays the
-stored trials of the last study into a fresh in-memory Optuna study. An interrupt (Ctrl-C,
+stored trials of the last study into a fresh in-memory Optuna study. With a `Budget`, no trial
+starts once a trial and the expected confirmation would not fit in the time left
+(`tuner.search.budget`). Each trial carries the adaptive compile cap computed from the compile
+times recorded so far (`tuner.trial.compile_cap`). An interrupt (Ctrl-C,
 or SIGTERM turned into KeyboardInterrupt) stops the trials in flight, records them as
 cancelled (never a result: resume measures them again) and raises SearchInterrupted.
 """
@@ -23,15 +26,17 @@ from typing import Any, Callable, Iterator
 import optuna
 
 from tuner.errors import SpaceError, UsageError
+from tuner.search.budget import Budget, Pace, confirmation_s
 from tuner.search.cost_model import PROPOSALS, CostRanker
-from tuner.search.objectives import LATENCY_ONLY
+from tuner.search.objectives import LATENCY_ONLY, front_finalists
 from tuner.search.options import SearchInterrupted, SearchOptions, SearchOutcome, Target
 from tuner.search.priors import LearnedFailures, first_candidates
 from tuner.search.result_steps import (FeedCostModel, FeedPruning, LearnFailures, ResultStep, StoreRecord, TellOptuna,
                                        TrialResult, replay_args, tell)
 from tuner.search.samplers import check_sampler, make_sampler
+from tuner.search.verdict import pick_finalists
 from tuner.storage import Store, StudyInfo, TrialRecord
-from tuner.trial import Candidate, Measurement, PruneHistory, Status, TrialRequest
+from tuner.trial import Candidate, CompileCap, Measurement, PruneHistory, Status, TrialRequest, adaptive_cap
 from tuner.version import __version__
 from tuner.workers import Executor
 
@@ -60,7 +65,7 @@ def open_study(job: SearchOptions, target: Target, store: Store, *, user: str) -
         return study
     return store.create_study(workload_key=target.workload.key, platform_key=target.platform.key,
                               space_hash=target.space.hash, sampler=job.sampler, seed=job.seed,
-                              trials_requested=job.trials, user=user, host=socket.gethostname(),
+                              trials_requested=job.trials or 0, user=user, host=socket.gethostname(),
                               tuner_version=__version__, objectives=job.objectives, prefer=job.preferred)
 
 
@@ -86,6 +91,9 @@ class Driver:
         self.records: dict[str, TrialRecord] = {}         # candidate key -> recorded trial
         self.in_flight: dict[int, tuple[Any, Candidate]] = {}   # trial number -> (optuna trial, candidate)
         self.next_number = 0
+        self.budget: Budget | None = None                 # set by `run`
+        self.pace = Pace()
+        self.compile_cap: CompileCap | None = None        # the last cap handed to a trial
         self.failures = LearnedFailures(store, target.platform.key)
         self.seeds = target.space.seeds()
         self.warm_why: dict[str, str] = {}                # candidate key -> where its warm start came from
@@ -120,12 +128,15 @@ class Driver:
                     **replay_args(rec.measurement, self.objectives)))
             self.records[rec.candidate_key] = rec
 
-    def run(self, study: StudyInfo) -> SearchOutcome:
-        """Measure until the study holds `job.trials` results (counting replayed ones).
+    def run(self, study: StudyInfo, *, budget: Budget | None = None) -> SearchOutcome:
+        """Measure until the study holds `job.trials` results (counting replayed ones; None: no
+        count) or, with `budget`, until another trial would not fit in it (`tuner.search.budget`).
 
         On KeyboardInterrupt, stops the trials in flight (`Executor.cancel`), records each
         as cancelled and raises SearchInterrupted with what finished.
         """
+        if budget is not None:
+            self.budget, self.pace = budget, Pace(clock=budget.clock)
         self.failures.refresh()
         if self.ranker is not None:
             self.ranker.load(self.store)
@@ -139,7 +150,7 @@ class Driver:
                 self.optuna.enqueue_trial(first.params, skip_if_exists=True)
         exhausted = False
         try:
-            while len(self.records) < self.job.trials:
+            while self.job.trials is None or len(self.records) < self.job.trials:
                 while self.executor.pending() < self.executor.capacity and self._wanted() > 0:
                     if not self._submit_next():
                         exhausted = True
@@ -158,7 +169,8 @@ class Driver:
         trials = tuple(sorted(self.records.values(), key=lambda r: r.number))
         warm = tuple((r.number, self.warm_why[r.candidate_key]) for r in trials if r.candidate_key in self.warm_why)
         return SearchOutcome(study=study, trials=trials, exhausted=exhausted, cancelled=cancelled,
-                             skipped=self.failures.skipped, warm_starts=warm)
+                             skipped=self.failures.skipped, warm_starts=warm,
+                             budget=None if self.budget is None else self.budget.stop, compile_cap=self.compile_cap)
 
     def _record_cancelled(self, study: StudyInfo) -> tuple[TrialRecord, ...]:
         """Record every trial in flight as cancelled (their processes are stopped already)."""
@@ -174,7 +186,23 @@ class Driver:
         return tuple(cancelled)
 
     def _wanted(self) -> int:
-        return self.job.trials - len(self.records) - self.executor.pending()
+        """How many more trials to submit now (0: none, the count or the budget is reached)."""
+        counted = (self.executor.capacity if self.job.trials is None
+                   else self.job.trials - len(self.records)) - self.executor.pending()
+        if counted > 0 and self.budget is not None and not self.budget.allows(
+                self.pace, confirm_s=self._confirm_s(), recorded=len(self.records)):
+            return 0
+        return counted
+
+    def _confirm_s(self) -> float:
+        """The confirmation's expected seconds after the trials recorded so far (`confirmation_s`)."""
+        median = self.pace.median_s()
+        if median is None:
+            return 0.0
+        trials = tuple(sorted(self.records.values(), key=lambda r: r.number))
+        finalists = (pick_finalists(trials) if self.objectives == LATENCY_ONLY
+                     else front_finalists(trials, self.objectives, self.job.preferred))
+        return confirmation_s(finalists, median)
 
     def _submit_next(self) -> bool:
         """Ask Optuna until it proposes something new; False when the space seems exhausted.
@@ -237,13 +265,20 @@ class Driver:
         number = self.next_number
         self.next_number += 1
         self.in_flight[number] = (trial, candidate)
+        # The adaptive compile cap (tuner.trial.compile_cap) from the compiles of the correct trials so far.
+        self.compile_cap = adaptive_cap(r.measurement.compile_s for r in self.records.values()
+                                        if r.measurement.status in (Status.OK, Status.PRUNED)
+                                        and r.measurement.compile_s is not None)
+        self.pace.submitted(number)
         self.executor.submit(TrialRequest(spec=self.spec, params=candidate.params, number=number,
-                                          pruning=self.pruning.spec_for(candidate.key)))
+                                          pruning=self.pruning.spec_for(candidate.key),
+                                          compile_cap=self.compile_cap))
         self.on_start(number, candidate.as_dict())
 
     def _record(self, study: StudyInfo, request: TrialRequest, measurement: Measurement) -> None:
         """Run every one of `steps` (`tuner.search.result_steps`), in order, on the trial's result."""
         trial, candidate = self.in_flight.pop(request.number)
+        self.pace.finished(request.number)
         record = TrialRecord(number=request.number, candidate_key=candidate.key, params=candidate.as_dict(),
                              measurement=measurement, finished_at=dt.datetime.now(dt.timezone.utc))
         result = TrialResult(study=study, trial=trial, candidate=candidate, record=record)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from tuner.errors import UsageError
 from tuner.platform import Platform
 from tuner.precision import check_tolerance
+from tuner.search.budget import BudgetStop
 from tuner.search.objectives import LATENCY_ONLY, check_objectives
 from tuner.search.samplers import SAMPLERS
 from tuner.search_spaces import SearchSpace
 from tuner.storage import StudyInfo, TrialRecord
-from tuner.trial import MIN_CONFIRM_ROUNDS, MIN_INTERVAL_VALUES, MIN_MB, MeasureSpec, check_pruner, format_mb
+from tuner.trial import (MIN_CONFIRM_ROUNDS, MIN_INTERVAL_VALUES, MIN_MB, CompileCap, MeasureSpec, check_pruner,
+                         format_mb)
 from tuner.workload import Workload, check_mode
 
 __all__ = ["SearchInterrupted", "SearchOptions", "SearchOutcome", "Target"]
@@ -34,11 +36,14 @@ class SearchOptions:
     which needs `measure.tolerance` (`--tolerance`).
     `objectives` (`--objective`, tuner.search.objectives) are what the study minimises; `prefer`
     (`--prefer`, None: the first objective) picks the operating point confirmed and stored.
+    `trials` (`--trials`) is the study's total; None: as many as `budget_s` allows. `budget_s`
+    (`--budget`, None: none) is the wall clock of the whole search, confirmation included
+    (`tuner.search.budget`).
     Made with values the search cannot run, it raises UsageError naming the flag.
     """
 
     measure: MeasureSpec
-    trials: int
+    trials: int | None
     sampler: str = "tpe"
     seed: int = 0
     resume: bool = False
@@ -51,10 +56,15 @@ class SearchOptions:
     objectives: tuple[str, ...] = LATENCY_ONLY   # tuner.search.OBJECTIVES names (--objective)
     prefer: str | None = None     # one of `objectives` (--prefer); None: the first
     cost_model: bool = False      # rank PROPOSALS proposals with tuner.search.cost_model, measure the best
+    budget_s: float | None = None     # --budget: stop handing out trials when the rest would not fit
 
     def __post_init__(self) -> None:
-        if self.trials < 1:
+        if self.trials is None and self.budget_s is None:
+            raise UsageError("a search needs --trials N, --budget DURATION or both; e.g. --trials 30 or --budget 20m")
+        if self.trials is not None and self.trials < 1:
             raise UsageError(f"--trials must be at least 1, got {self.trials}")
+        if self.budget_s is not None and not self.budget_s > 0:
+            raise UsageError(f"--budget must be above zero, got {self.budget_s:g} s; e.g. --budget 20m")
         if self.rounds < MIN_CONFIRM_ROUNDS:
             raise UsageError(f"--rounds must be at least {MIN_CONFIRM_ROUNDS} (half choose, half report, and a 95% interval "
                              f"needs {MIN_INTERVAL_VALUES} rounds per half), got {self.rounds}")
@@ -105,6 +115,8 @@ class SearchOutcome:
     cancelled: tuple[TrialRecord, ...] = ()
     skipped: int = 0              # proposals holding a learned failure, told failed unmeasured
     warm_starts: tuple[tuple[int, str], ...] = ()   # (trial number, where from) of the warm starts measured
+    budget: BudgetStop | None = None          # when --budget stopped the trials (None: it did not, or none)
+    compile_cap: CompileCap | None = None     # the last adaptive compile cap handed to a trial (None: none yet)
 
 
 class SearchInterrupted(KeyboardInterrupt):

@@ -11,6 +11,7 @@ What it takes and gives besides `Execution` and `SearchResult` are `tuner.search
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -18,6 +19,7 @@ from typing import Any, Mapping, Protocol
 from tuner.errors import ModelFileError, TunerError, UsageError
 from tuner.kernels import KernelLaunch, discover_kernels
 from tuner.platform import Platform
+from tuner.search.budget import Budget, share
 from tuner.search.confirmation_retries import confirm_through, failure_line
 from tuner.search.driver import Driver, open_study
 from tuner.search.objectives import LATENCY_ONLY, front_finalists
@@ -111,8 +113,10 @@ def run_search(options: SearchOptions, *, execution: Execution = Execution(), se
     trials stay stored). On KeyboardInterrupt while a platform is searched or confirmed it
     raises SearchInterrupted (a KeyboardInterrupt) carrying what finished; the trials it
     stopped are recorded as cancelled. The executor, with every trial process it started,
-    and the store are closed however it ends.
+    and the store are closed however it ends. `options.budget_s` counts from this call; the time
+    left is shared equally by the platforms still to search.
     """
+    began = time.monotonic()
     settings = settings or Settings.from_env()
     events = events or _Quiet()
     measure = options.measure
@@ -129,8 +133,10 @@ def run_search(options: SearchOptions, *, execution: Execution = Execution(), se
                                 platform_key=target.platform.key, device=target.platform.device)
         try:
             results = []
-            for platform in pick_platforms(execution.platform, executor, target):
-                results.append(tune(options, replace(target, platform=platform), store=store,
+            platforms = pick_platforms(execution.platform, executor, target)
+            for n, platform in enumerate(platforms):
+                job = replace(options, budget_s=share(options.budget_s, began, len(platforms) - n))
+                results.append(tune(job, replace(target, platform=platform), store=store,
                                     executor=executor, user=settings.user, events=events))
                 events.finished(results[-1])
             return results
@@ -238,7 +244,9 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
     """Search for `target.platform`, then confirm the finalists against the default compile
     and store the verdict (finalists from the Pareto front of `job.objectives`, ranked by
     `job.preferred`, when the search minimised more than latency: tuner.search.objectives). A resumed
-    study is looked up once, and its trials read once."""
+    study is looked up once, and its trials read once. With `job.budget_s`, the trials stop where
+    the rest would not fit in it, confirmation included (`tuner.search.budget`), counted from this call."""
+    budget = None if job.budget_s is None else Budget(job.budget_s)
     events.starting(target, database=store.safe_url)
     study = open_study(job, target, store, user=user)
     replayed = store.trials(study.id) if job.resume else []
@@ -246,7 +254,7 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
                     on_start=events.trial_started)
     driver.replay(replayed)
     events.searching(study, done=len(driver.records))
-    outcome = driver.run(study)
+    outcome = driver.run(study, budget=budget)
     # Several objectives (or one other than latency): the finalists come from the Pareto front.
     finalists = (pick_finalists(outcome.trials) if job.objectives == LATENCY_ONLY
                  else front_finalists(outcome.trials, job.objectives, job.preferred))

@@ -13,6 +13,7 @@ follow the measurement rules kept here (timing, pruning, statistics, the memory 
 rules stay standard-library only; each name here is used outside `tuner.trial`. What only this
 package's tests or the benchmarks use stays in its module (e.g. `tuner.trial.timing.CudaClock`).
 """
+from tuner.trial.compile_cap import CAP_PREFIX, CompileCap, adaptive_cap
 from tuner.trial.confirmation import (DEFAULT, EAGER, MIN_CONFIRM_ROUNDS, ConfirmFailed, ConfirmRequest, ConfirmResult,
                                       VariantResult, halves, speedup)
 from tuner.trial.cuda_api import CudaApi, torch_cuda
@@ -24,12 +25,14 @@ from tuner.trial.timing import RoundPlan, calibrate, interleaved_rounds, time_sa
 from tuner.trial.values import Candidate, MeasureSpec, Measurement, Status, TrialRequest, measured_speedup
 
 __all__ = [
+    "CAP_PREFIX",
     "DEFAULT",
     "EAGER",
     "MIN_CONFIRM_ROUNDS",
     "MIN_INTERVAL_VALUES",
     "MIN_MB",
     "Candidate",
+    "CompileCap",
     "ConfirmFailed",
     "ConfirmRequest",
     "ConfirmResult",
@@ -44,6 +47,7 @@ __all__ = [
     "Status",
     "TrialRequest",
     "VariantResult",
+    "adaptive_cap",
     "apply_memory_limit",
     "calibrate",
     "check_pruner",

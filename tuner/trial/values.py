@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from tuner.keys import canonical_json
 from tuner.text import key_values
+from tuner.trial.compile_cap import CompileCap
 from tuner.trial.pruning import PruneSpec
 from tuner.trial.stats import Speedup
 from tuner.trial.timing import RoundPlan
@@ -218,12 +219,14 @@ class MeasureSpec:
 @dataclass(frozen=True)
 class TrialRequest:
     """Everything a fresh trial process needs; it never needs the database or the space.
-    `pruning` (None: never pruned) lets the trial stop its rounds early (`tuner.trial.pruning`)."""
+    `pruning` (None: never pruned) lets the trial stop its rounds early (`tuner.trial.pruning`);
+    `compile_cap` (None: none) stops the candidate's compile past it (`tuner.trial.compile_cap`)."""
 
     spec: MeasureSpec
     params: tuple[tuple[str, Any], ...]          # Candidate.params; the child derives the CompileConfig
     number: int = 0
     pruning: PruneSpec | None = None
+    compile_cap: CompileCap | None = None
 
     @property
     def candidate(self) -> Candidate:
@@ -241,10 +244,13 @@ class TrialRequest:
         data = {"spec": self.spec.to_json(), "params": [list(p) for p in self.params], "number": self.number}
         if self.pruning is not None:
             data["pruning"] = self.pruning.to_json()
+        if self.compile_cap is not None:
+            data["compile_cap"] = self.compile_cap.to_json()
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TrialRequest":
-        pruning = data.get("pruning")
+        pruning, cap = data.get("pruning"), data.get("compile_cap")
         return cls(spec=MeasureSpec.from_json(data["spec"]), params=tuple((k, v) for k, v in data["params"]),
-                   number=data["number"], pruning=None if pruning is None else PruneSpec.from_json(pruning))
+                   number=data["number"], pruning=None if pruning is None else PruneSpec.from_json(pruning),
+                   compile_cap=None if cap is None else CompileCap.from_json(cap))
