@@ -60,7 +60,7 @@ class LocalExecutor:
         return None
 
     def cancel(self) -> None:
-        """Kill the process group of every trial in flight and forget those trials.
+        """Kill the process group of every trial in flight (and of every spare) and forget those trials.
 
         Returns once each waiting thread has seen its process die. Off Linux (no /proc to
         find the processes) it waits for them to end by themselves, within their deadlines.
@@ -69,6 +69,7 @@ class LocalExecutor:
         self._futures.clear()
         for future in futures:
             future.cancel()                     # a queued trial never starts
+        _kill_groups(self._root)                # the waiting spares too: the next trials start new ones
         while not all(future.done() for future in futures):
             _kill_groups(self._root)            # again and again: a thread may be starting one
             cf.wait(futures, timeout=KILL_POLL_S)
