@@ -21,7 +21,7 @@ KNOBS is `name=value, ...` sorted by name, as many whole knobs as fit followed b
 correctly (L its median latency in ms, S its paired speedup over the defaults, or `-` without a
 pairing) and its status otherwise (`crashed`, `timeout`, `compile_error`, `pruned`, ...).
 `R running` shows once a start was heard (a record-space run has none). RATE is the trials
-finished per minute since the progress began. After a trial that recorded where its time went,
+finished per minute since the progress began (`>999` beyond). After a trial that recorded where its time went,
 `time per trial` gives the mean seconds over the trials so far of each phase (`-` where none
 recorded it): start (from the job handed over to the trial code's start: process start and
 imports), load (model loads and eager references), compile (the candidate's and the default's it
@@ -138,7 +138,7 @@ class Progress:
     def _done_line(self, record: TrialRecord) -> str:
         running = f", {len(self.running)} running" if self.heard_starts else ""
         head = (f"{self.done}/{self.total} trials, {sum(self.failures.values())} failed{pruned_text(self.pruned)}"
-                f"{running}, {self._rate():.1f}/min, ETA {_duration(self._eta())} | trial {record.number}: "
+                f"{running}, {self._rate_text()}/min, ETA {_duration(self._eta())} | trial {record.number}: "
                 f"{_result(record, short=True)}")
         return _fit(head, record.params)
 
@@ -147,8 +147,12 @@ class Progress:
         return (time.monotonic() - self.began) / ran * max(0, self.total - self.done) if ran else 0.0
 
     def _rate(self) -> float:
-        """Trials finished per minute since the progress began."""
+        """Trials finished per minute since the progress began (`>999` beyond)."""
         return (self.done - self.start_done) / max(time.monotonic() - self.began, 1e-9) * 60.0
+
+    def _rate_text(self) -> str:
+        rate = self._rate()
+        return f"{rate:.1f}" if rate < 1000 else ">999"
 
     def _phases_text(self) -> str:
         means = {name: sum(v) / len(v) if v else None for name, v in self.phases.items()}
@@ -172,7 +176,7 @@ class Progress:
             bar = Table.grid(padding=(0, 1), expand=True)
             bar.add_column(ratio=1)
             bar.add_column(no_wrap=True)
-            rate = f"{self._rate():.1f}/min  " if self.done > self.start_done else ""
+            rate = f"{self._rate_text()}/min  " if self.done > self.start_done else ""
             bar.add_row(ProgressBar(total=max(1, self.total), completed=min(self.done, self.total)),
                         f"{self.done}/{self.total} trials  {rate}{eta}")
             failed = sum(self.failures.values())
