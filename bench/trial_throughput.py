@@ -11,8 +11,9 @@ confirmation is not counted), and each phase's median seconds per trial: start (
 over -> trial code begins: process start and imports), load (model loads, eager references),
 compile (the candidate's and the default's it is paired with), measure (the timed section),
 and "other", the trial's wall time (handed to the executor -> recorded) outside compile and
-measure, which holds start, load and the executor's own overhead. The first trial of each
-search fills that search's compile cache (workers/caches.py), so its compile is a miss.
+measure, which holds start, load and the executor's own overhead. "hits" counts the trials whose
+candidate compile was an FX graph cache hit (a config compiled before in the search; the default
+compile each trial pairs with, a hit after the first trial, is in "compile" but not counted).
 
 Models: mlp is examples/mlp.py; gpt2 is bench/models/gpt2.py when `transformers` is installed,
 else bench/models/gpt2_small.py (the same shape, written out). Goals (issue 34), on 2 cores:

@@ -130,9 +130,14 @@ def test_a_spare_of_another_environment_is_not_used(tmp_path: Path) -> None:
 
 
 def test_cancel_and_close_kill_the_spares(tmp_path: Path) -> None:
+    """...and the executor's spares compile into its search's cache folder, which goes at close."""
     executor = LocalExecutor(workers=1, scratch=str(tmp_path))
     try:
         (first,) = spare_pids(executor._spares)
+        assert waiting_on_stdin(first)
+        environ = dict(v.split(b"=", 1) for v in Path(f"/proc/{first}/environ").read_bytes().split(b"\0") if v)
+        assert environ[b"TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path).encode())
+        assert environ[b"TRITON_CACHE_DIR"].startswith(str(tmp_path).encode())
         executor.cancel()
         assert gone(first)
         executor._spares.fill(executor._env)
