@@ -146,6 +146,12 @@ class TrialRow(Base):
     speedup: Mapped[float | None] = mapped_column(Float)
     speedup_low: Mapped[float | None] = mapped_column(Float)
     speedup_high: Mapped[float | None] = mapped_column(Float)
+    # Where the trial's time went, and whether its compile was a cache hit (NULL for trials before 0008):
+    start_s: Mapped[float | None] = mapped_column(Float)
+    load_s: Mapped[float | None] = mapped_column(Float)
+    baseline_compile_s: Mapped[float | None] = mapped_column(Float)
+    measure_s: Mapped[float | None] = mapped_column(Float)
+    compile_cached: Mapped[bool | None] = mapped_column(Boolean)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 

@@ -110,7 +110,8 @@ def trial_values(study_id: int, record: TrialRecord) -> dict[str, Any]:
                 latency_ms=m.latency_ms, spread_ms=m.spread_ms, compile_s=m.compile_s,
                 peak_mem_mb=m.peak_mem_mb, reps=m.reps, error=m.error, worker=m.worker,
                 threads=m.threads, baseline_ms=m.baseline_ms, speedup=m.speedup,
-                speedup_low=m.speedup_low, speedup_high=m.speedup_high,
+                speedup_low=m.speedup_low, speedup_high=m.speedup_high, start_s=m.start_s, load_s=m.load_s,
+                baseline_compile_s=m.baseline_compile_s, measure_s=m.measure_s, compile_cached=m.compile_cached,
                 started_at=as_utc(record.started_at), finished_at=as_utc(record.finished_at))
 
 
@@ -128,7 +129,9 @@ def to_trial(row: TrialRow) -> TrialRecord:
                               peak_mem_mb=row.peak_mem_mb, reps=row.reps, error=row.error,
                               worker=row.worker, threads=row.threads, baseline_ms=row.baseline_ms,
                               speedup=row.speedup, speedup_low=row.speedup_low,
-                              speedup_high=row.speedup_high)
+                              speedup_high=row.speedup_high, start_s=row.start_s, load_s=row.load_s,
+                              baseline_compile_s=row.baseline_compile_s, measure_s=row.measure_s,
+                              compile_cached=row.compile_cached)
     return TrialRecord(number=row.number, candidate_key=row.candidate_key, params=row.params,
                        measurement=measurement, started_at=row.started_at,
                        finished_at=row.finished_at)

@@ -14,7 +14,7 @@ from tuner.errors import SchemaOutdated, SchemaTooNew, StorageError
 from tuner.storage.urls import safe_url
 
 VERSION_TABLE = "tuner_alembic_version"
-SCHEMA_HEAD = "0007_unsafe_rows"
+SCHEMA_HEAD = "0008_trial_phases"
 
 
 def read_revision(connection: Connection) -> str | None:

@@ -58,18 +58,20 @@ EXECUTORS = ("local", "ray")
 
 
 def get_executor(name: str, *, workers: int = 1, address: str | None = None, platform_key: str | None = None,
-                 device: str = "cpu") -> Executor:
+                 device: str = "cpu", warm: bool = True) -> Executor:
     """Build the named executor. Ray is imported only when asked for.
 
     `platform_key` and `device` tell a local Ray cluster which platform it advertises and
-    whether each trial holds a whole GPU; the local executor needs neither.
+    whether each trial holds a whole GPU; the local executor needs neither. `warm` (default):
+    trials go to spare processes that have imported already (`workers/spares.py`); False
+    (`--cold-processes`): every trial process starts cold.
     """
     if workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
     if name == "local":
         from tuner.workers.local import LocalExecutor
-        return LocalExecutor(workers=workers)
+        return LocalExecutor(workers=workers, warm=warm)
     if name == "ray":
         from tuner.workers.ray_pool import RayExecutor
-        return RayExecutor(workers=workers, address=address, platform_key=platform_key, device=device)
+        return RayExecutor(workers=workers, address=address, platform_key=platform_key, device=device, warm=warm)
     raise UsageError(f"unknown executor {name!r}; choose one of: {', '.join(EXECUTORS)}")

@@ -1,7 +1,8 @@
 """Run one job in a fresh, spawned Python process with a wall-clock deadline.
 
 A fresh interpreter (never a fork of a process that has loaded torch) isolates
-crashes in generated code. The job and its result travel as JSON files.
+crashes in generated code; it may be a spare started ahead that has only imported
+(`workers/spares.py`). The job and its result travel as JSON files.
 A crash, a hang past the deadline, or a missing result become typed values:
 a `Measurement` for a trial, a `ConfirmFailed` for a confirmation.
 """
@@ -13,12 +14,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import IO, Any, Mapping
 
 from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, Status, TrialRequest, exceeded,
                          out_of_memory_line)
+from tuner.workers.spares import SparePool
 
 STDERR_TAIL = 3000
 LOADED = "tuner: the trial process has loaded torch"    # its first stderr line (workers/trial_process.py)
@@ -54,35 +57,61 @@ def _death(code: int) -> str:
 
 
 def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: str | None = None,
-            env: Mapping[str, str] | None = None) -> dict[str, Any] | NoResult:
+            env: Mapping[str, str] | None = None, spares: SparePool | None = None) -> dict[str, Any] | NoResult:
     """Run `python -m tuner.workers.trial_process` on one job; its result JSON, or why there is none.
 
     The process runs in a scratch folder of its own, in its own session, with environment
-    `env` (None: this process's). A `NoResult` after a death carries the exit status and the
-    tail of stderr.
+    `env` (None: this process's). With `spares`, a spare started with that same environment
+    takes the job (`workers/spares.py`: it has imported already); without one, or when none
+    matches, a process starts cold. The job says when it was handed over (`handed_at`, this
+    host's clock), so the trial measures its start. A `NoResult` after a death carries the exit
+    status and the tail of stderr.
     """
+    spare = spares.take(env) if spares is not None else None
+    if spare is not None:
+        try:
+            job, result = _write_job(spare.folder, kind, payload)
+            spare.proc.stdin.write(f"{job}\n{result}\n")
+            spare.proc.stdin.close()
+        except OSError:         # it died since it was taken (killed by a cancel): start cold
+            spare.kill()
+        else:
+            try:
+                return _outcome(spare.proc, spare.stderr, spare.folder, timeout_s)
+            finally:
+                spare.discard()
     with tempfile.TemporaryDirectory(prefix="tuner-trial-", dir=scratch) as tmp:
-        job, result = Path(tmp) / "job.json", Path(tmp) / "result.json"
-        job.write_text(json.dumps({"kind": kind, "request": payload}))
+        job, result = _write_job(Path(tmp), kind, payload)
         with open(Path(tmp) / "stderr.txt", "w+") as err:
             proc = subprocess.Popen([sys.executable, "-m", "tuner.workers.trial_process", str(job), str(result),
                                      str(os.getpid())],
                                     stdout=subprocess.DEVNULL, stderr=err, cwd=tmp, env=env, start_new_session=True)
-            try:
-                code = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                return NoResult(Status.TIMEOUT,
-                                f"timeout: no result within {timeout_s:g} s; the trial process was killed")
-            err.seek(0)
-            everything = err.read()
-            tail = everything[-STDERR_TAIL:]
-        if code == 0 and result.exists():
-            return json.loads(result.read_text())
-        step_file = Path(tmp) / STEP_FILE
-        return NoResult(Status.CRASHED, f"trial process {_death(code)} before reporting a result\n{tail}",
-                        loaded_torch=LOADED in everything,
-                        step=(step_file.read_text() or None) if step_file.exists() else None)
+            return _outcome(proc, err, Path(tmp), timeout_s)
+
+
+def _write_job(folder: Path, kind: str, payload: dict[str, Any]) -> tuple[Path, Path]:
+    job = folder / "job.json"
+    job.write_text(json.dumps({"kind": kind, "request": payload, "handed_at": time.time()}))
+    return job, folder / "result.json"
+
+
+def _outcome(proc: subprocess.Popen, err: IO[str], folder: Path, timeout_s: float) -> dict[str, Any] | NoResult:
+    """Wait for a trial process that has its job: its result JSON, or why there is none."""
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return NoResult(Status.TIMEOUT, f"timeout: no result within {timeout_s:g} s; the trial process was killed")
+    err.seek(0)
+    everything = err.read()
+    tail = everything[-STDERR_TAIL:]
+    result = folder / "result.json"
+    if code == 0 and result.exists():
+        return json.loads(result.read_text())
+    step_file = folder / STEP_FILE
+    return NoResult(Status.CRASHED, f"trial process {_death(code)} before reporting a result\n{tail}",
+                    loaded_torch=LOADED in everything,
+                    step=(step_file.read_text() or None) if step_file.exists() else None)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -93,10 +122,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_isolated(request: TrialRequest, *, scratch: str | None = None,
-                 env: Mapping[str, str] | None = None) -> Measurement:
-    """Measure one trial in its own process; never raises for a tuning failure."""
-    data = run_job("trial", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env)
+def run_isolated(request: TrialRequest, *, scratch: str | None = None, env: Mapping[str, str] | None = None,
+                 spares: SparePool | None = None) -> Measurement:
+    """Measure one trial in its own process (a spare from `spares` when one fits); never raises
+    for a tuning failure. A trial with a memory cap starts cold: the cap must cover the imports."""
+    if request.spec.memory_limit_mb is not None:
+        spares = None
+    data = run_job("trial", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env, spares=spares)
     if isinstance(data, NoResult):
         limit = request.spec.memory_limit_mb
         oom = out_of_memory_line(data.message) if limit is not None and data.status is Status.CRASHED else None
@@ -110,10 +142,11 @@ def run_isolated(request: TrialRequest, *, scratch: str | None = None,
     return Measurement.from_json(data)
 
 
-def confirm_isolated(request: ConfirmRequest, *, scratch: str | None = None,
-                     env: Mapping[str, str] | None = None) -> ConfirmResult | ConfirmFailed:
-    """Run one confirmation in its own process, within `request.timeout_s`."""
-    data = run_job("confirm", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env)
+def confirm_isolated(request: ConfirmRequest, *, scratch: str | None = None, env: Mapping[str, str] | None = None,
+                     spares: SparePool | None = None) -> ConfirmResult | ConfirmFailed:
+    """Run one confirmation in its own process (a spare from `spares` when one fits), within `request.timeout_s`."""
+    data = run_job("confirm", request.to_json(), timeout_s=request.timeout_s, scratch=scratch, env=env,
+                   spares=spares)
     if isinstance(data, NoResult):
         return ConfirmFailed(data.status, data.message, variant=data.step)
     return ConfirmResult.from_json(data)

@@ -3,7 +3,9 @@
 Threads only wait on the trial processes (`run_isolated`). Each trial process leads its own
 process group and works in a folder under this executor's scratch folder, which is how
 `cancel` and `close` find the processes to kill: the waiting threads cannot be interrupted,
-but their children can, and then each thread returns at once.
+but their children can, and then each thread returns at once. Spare trial processes
+(`workers/spares.py`), one per worker, wait in folders there too; the trials share one compile
+cache folder there (`workers/caches.py`).
 """
 from __future__ import annotations
 
@@ -14,23 +16,30 @@ import signal
 import tempfile
 
 from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, TrialRequest
+from tuner.workers.caches import cache_env
 from tuner.workers.isolation import confirm_isolated, run_isolated
+from tuner.workers.spares import SparePool
 
 KILL_POLL_S = 0.05     # while cancelling: how often to look again for a process just started
 
 
 class LocalExecutor:
     """Runs trials in processes on this machine; `scratch` is where their folders go
-    (default: the system's temporary folder)."""
+    (default: the system's temporary folder). `warm` (default) keeps one spare trial process per
+    worker, started ahead, that has imported torch and Inductor; False starts every trial cold."""
 
-    def __init__(self, *, workers: int = 1, scratch: str | None = None):
+    def __init__(self, *, workers: int = 1, scratch: str | None = None, warm: bool = True):
         self.capacity = workers
         self._root = tempfile.mkdtemp(prefix="tuner-local-", dir=scratch)
+        self._env = cache_env(os.path.join(self._root, "cache"))
+        self._spares = SparePool(os.path.join(self._root, "spares"), size=workers) if warm else None
+        if self._spares is not None:
+            self._spares.fill(self._env)
         self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tuner-trial")
         self._futures: dict[cf.Future, TrialRequest] = {}
 
     def submit(self, request: TrialRequest) -> None:
-        future = self._pool.submit(run_isolated, request, scratch=self._root)
+        future = self._pool.submit(run_isolated, request, scratch=self._root, env=self._env, spares=self._spares)
         self._futures[future] = request
 
     def next_result(self) -> tuple[TrialRequest, Measurement]:
@@ -44,14 +53,14 @@ class LocalExecutor:
 
     def run_confirmation(self, request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
         """Confirmation runs here, in its own fresh process, like a trial."""
-        return confirm_isolated(request, scratch=self._root)
+        return confirm_isolated(request, scratch=self._root, env=self._env, spares=self._spares)
 
     def platforms(self) -> None:
         """None: every trial runs on this machine, whatever its platform key."""
         return None
 
     def cancel(self) -> None:
-        """Kill the process group of every trial in flight and forget those trials.
+        """Kill the process group of every trial in flight (and of every spare) and forget those trials.
 
         Returns once each waiting thread has seen its process die. Off Linux (no /proc to
         find the processes) it waits for them to end by themselves, within their deadlines.
@@ -60,14 +69,18 @@ class LocalExecutor:
         self._futures.clear()
         for future in futures:
             future.cancel()                     # a queued trial never starts
+        _kill_groups(self._root)                # the waiting spares too: the next trials start new ones
         while not all(future.done() for future in futures):
             _kill_groups(self._root)            # again and again: a thread may be starting one
             cf.wait(futures, timeout=KILL_POLL_S)
 
     def close(self) -> None:
         """Cancel what is in flight, kill any confirmation still running (its caller was
-        interrupted), stop the threads and remove the scratch folder."""
+        interrupted) and the spares, stop the threads and remove the scratch folder (the
+        compile cache with it)."""
         self.cancel()
+        if self._spares is not None:
+            self._spares.close()
         _kill_groups(self._root)
         self._pool.shutdown(wait=True)
         shutil.rmtree(self._root, ignore_errors=True)

@@ -28,8 +28,10 @@ from typing import Any, Callable, Iterator
 from tuner.errors import UsageError
 from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement, Status,
                          TrialRequest)
+from tuner.workers.caches import cache_env
 from tuner.workers.isolation import confirm_isolated, run_isolated
 from tuner.workers.placement import platform_resource, trial_resources
+from tuner.workers.spares import process_spares
 from tuner.workers.ray_session import RaySession, connect
 
 # What one trial reserves. Trials spend most of their time in a child process that
@@ -41,9 +43,16 @@ UNPLACED_CHECK_S = 10.0      # how often to check that a queued trial's platform
 TASK_NAME_PREFIX = "tuner-trial-"   # + trial number: the task's name, and its worker's process title
 
 
-def measure_on_node(request: TrialRequest) -> Measurement:
-    """How a Ray task measures a trial by default: `run_isolated`, in a fresh trial process on its node."""
-    return run_isolated(request, env=trial_env(request.spec))
+def measure_on_node(request: TrialRequest, *, cache: str | None = None, warm: bool = True) -> Measurement:
+    """How a Ray task measures a trial by default: `run_isolated`, in a fresh trial process on its node
+    (this Ray worker's spare when `warm` and its environment fits), its compile caches in `cache`."""
+    return run_isolated(request, env=node_env(request.spec, cache), spares=process_spares() if warm else None)
+
+
+def node_env(spec: MeasureSpec, cache: str | None) -> dict[str, str] | None:
+    """`trial_env`, with the search's compile caches in `cache` on this node (None: Inductor's own)."""
+    env = trial_env(spec)
+    return env if cache is None else cache_env(cache, env)
 
 
 def trial_env(spec: MeasureSpec) -> dict[str, str] | None:
@@ -85,12 +94,12 @@ def _trial_task_for(measure: Callable[[TrialRequest], Measurement]) -> Callable[
     return trial_task
 
 
-def _confirm_task(request_json: dict[str, Any]) -> dict[str, Any]:
+def _confirm_task(request_json: dict[str, Any], cache: str | None = None, warm: bool = True) -> dict[str, Any]:
     """The Ray task body of a confirmation: one fresh process on this node, like a trial.
     Returns {"result": ConfirmResult JSON} or {"failed": ConfirmFailed JSON}."""
     request = ConfirmRequest.from_json(request_json)
     request = replace(request, spec=with_assigned_gpus(request.spec))
-    outcome = confirm_isolated(request, env=trial_env(request.spec))
+    outcome = confirm_isolated(request, env=node_env(request.spec, cache), spares=process_spares() if warm else None)
     return {"failed" if isinstance(outcome, ConfirmFailed) else "result": outcome.to_json()}
 
 
@@ -119,13 +128,18 @@ class RayExecutor:
 
     def __init__(self, *, workers: int = 1, address: str | None = None, platform_key: str | None = None,
                  device: str = "cpu", grace_s: float = DEFAULT_GRACE_S,
-                 measure: Callable[[TrialRequest], Measurement] = measure_on_node):
+                 measure: Callable[[TrialRequest], Measurement] | None = None, warm: bool = True):
         """`platform_key`: the platform a local cluster advertises (default: this machine's for
         `device`). `device`: "cuda..." makes every trial hold one whole GPU. `grace_s`: how long
         past a trial's `timeout_s` the driver waits before it cancels the task itself.
         `measure`: what a Ray task runs for each trial (default `measure_on_node`, a trial
         process); tests and benches pass stand-ins, which Ray workers must be able to unpickle.
-        `get_executor` checks `workers`."""
+        `warm` (default): each Ray worker process keeps a spare trial process (`workers/spares.py`).
+        The trials share a compile cache folder (`workers/caches.py`), made here and on each node
+        at this path; `close` removes this machine's. `get_executor` checks `workers`."""
+        import functools
+        import tempfile
+
         import ray
 
         self.capacity = workers
@@ -142,6 +156,8 @@ class RayExecutor:
             self._session = _connect_keeping_sigterm(address, platform_key=platform_key, device=device,
                                                      capacity=workers)
         self._local_only = self._session is not None and self._session.owns_cluster
+        self._cache, self._warm = tempfile.mkdtemp(prefix="tuner-cache-"), warm
+        measure = measure or functools.partial(measure_on_node, cache=self._cache, warm=warm)
         self._task = ray.remote(_trial_task_for(measure))
         self._refresh_platforms()
 
@@ -182,10 +198,13 @@ class RayExecutor:
 
     def close(self) -> None:
         """Cancel what is still running, and shut down the local cluster if this executor started it."""
+        import shutil
+
         self.cancel()
         if self._session is not None:
             self._session.close()
             self._session = None
+        shutil.rmtree(self._cache, ignore_errors=True)
 
     # -- beyond the protocol ---------------------------------------------------------
 
@@ -195,7 +214,7 @@ class RayExecutor:
         probe = TrialRequest(spec=request.spec, params=())
         task = ray.remote(_confirm_task).options(num_cpus=TRIAL_CPUS, num_gpus=self._num_gpus,
                                                  resources=self._placement(probe), max_retries=0)
-        ref = task.remote(request.to_json())
+        ref = task.remote(request.to_json(), self._cache, self._warm)
         try:
             data = ray.get(ref, timeout=request.timeout_s + self.grace_s)
         except KeyboardInterrupt:        # the search was interrupted: stop the task, on any cluster

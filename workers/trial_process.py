@@ -1,6 +1,7 @@
 """Entry point of a spawned trial process: `python -m tuner.workers.trial_process JOB RESULT PARENT`.
 
-Reads the job JSON, runs it, writes the result JSON. Only `run_trial` (under the spec's
+Reads the job JSON, runs it, writes the result JSON. `... --spare PARENT` is a spare
+(`workers/spares.py`): it imports what a trial needs, then reads JOB and RESULT from stdin. Only `run_trial` (under the spec's
 `--memory-limit`, when it has one) and `run_confirmation` run here; neither touches the database
 except through `MeasureSpec.kernel_db` (the model's `@tuner.autotune` kernels, and the GEMM
 choices a verified compile autotuned: `tuner.inductor.gemm_choices`).
@@ -12,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
@@ -40,9 +42,12 @@ def mark_step(label: str) -> None:
         handle.write(label)
 
 
-def run_trial_job(payload: dict) -> dict:
+def run_trial_job(payload: dict, handed_at: float | None = None) -> dict:
     """Run one trial under its spec's memory cap, set before torch loads so that the cap covers
-    everything the process holds; the Measurement as JSON."""
+    everything the process holds; the Measurement as JSON, with `start_s` (from `handed_at`, when
+    the parent handed the job over, this host's `time.time()`, to the trial code's start)."""
+    from dataclasses import replace
+
     from tuner.trial import Measurement, Status, TrialRequest, apply_memory_limit, exceeded
 
     request = TrialRequest.from_json(payload)
@@ -63,7 +68,39 @@ def run_trial_job(payload: dict) -> dict:
             raise
         return Measurement.failed(Status.CRASHED, f"{exceeded(limit)} while importing torch; "
                                                   f"raise --memory-limit").to_json()
-    return run_trial(request).to_json()
+    began = time.time()
+    measurement = run_trial(request)
+    start_s = None if handed_at is None else max(0.0, began - handed_at)
+    return replace(measurement, start_s=start_s).to_json()
+
+
+# What a spare imports ahead of its job: torch, Dynamo, Inductor's compile_fx, and the trial code with
+# what it imports lazily when it runs (the compiler adapter, the model loader, the kernel database).
+SPARE_IMPORTS = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "tuner.measure.core",
+                 "tuner.measure.confirmation_run", "tuner.inductor", "tuner.workload", "tuner.kernels")
+
+
+def import_for_trials() -> None:
+    """Import SPARE_IMPORTS under the node's compile lock held shared (never during another process's
+    timed section). Runs no model, no tensor op, no CUDA call, and starts no thread pool."""
+    import importlib
+
+    from tuner.measure import node_lock     # loads no torch
+
+    with node_lock.hold_for_compile(node_lock.Slot()):
+        for name in SPARE_IMPORTS:
+            importlib.import_module(name)
+
+
+def spare_main(parent_pid: int) -> int:
+    """A spare: die with the parent, import, then wait for "JOB\\nRESULT\\n" on stdin and run that
+    job; end quietly when stdin closes without one (the pool let it go)."""
+    die_with_parent(parent_pid)
+    import_for_trials()
+    job, result = sys.stdin.readline().strip(), sys.stdin.readline().strip()
+    if not job or not result:
+        return 0
+    return main(job, result)
 
 
 def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
@@ -75,7 +112,7 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
     # The model's @tuner.autotune kernels read (and store) their configs in the search's database.
     with search_database(job["request"].get("spec", {}).get("kernel_db")):
         if job["kind"] == "trial":
-            result = run_trial_job(job["request"])
+            result = run_trial_job(job["request"], job.get("handed_at"))
         elif job["kind"] == "confirm":
             from tuner.measure import run_confirmation
             from tuner.trial import ConfirmRequest
@@ -89,7 +126,12 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    from tuner.workers.spares import SPARE_FLAG
+
+    if sys.argv[1] == SPARE_FLAG:
+        code = spare_main(int(sys.argv[2]))
+    else:
+        code = main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
     # The result is on disk and the database session closed: skip the interpreter's teardown
     # (Inductor's compile-worker pool and atexit hooks), which took about 2 s of every trial here.
     sys.stdout.flush()

@@ -24,11 +24,14 @@ TABLE = REPO / "bench" / "tables" / "mlp_cpu.json"
 KNOBS = r"(?P<knobs>defaults|\d+ knobs?|\S+=\S*(, \S+=\S*)*(, \+\d+ more)?)"
 STARTED = re.compile(rf"trial (?P<number>\d+) started: {KNOBS}")
 DONE = re.compile(r"(?P<done>\d+)/(?P<total>\d+) trials, (?P<failed>\d+) failed(, (?P<pruned>\d+) pruned)?"
-                  r"(, (?P<running>\d+) running)?, ETA \d+m\d\ds \| trial (?P<number>\d+): "
+                  r"(, (?P<running>\d+) running)?, (?P<rate>\d+\.\d|>999)/min, ETA \d+m\d\ds \| trial (?P<number>\d+): "
                   r"(?P<result>\d+\.\d{3} ms, (-|\d+\.\d\dx)|[a-z_]+) \(" + KNOBS + r"\)")
 BEST = re.compile(r"best so far \(unconfirmed\): (?P<speedup>\d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\]) vs default, "
                   r"trial (?P<number>\d+)")
 FAILURES = re.compile(r"failures: (?P<counts>[a-z_]+ \d+(, [a-z_]+ \d+)*)")
+SECONDS = r"(-|\d+\.\d) s"
+PHASES = re.compile(rf"time per trial: start (?P<start>{SECONDS}), load (?P<load>{SECONDS}), "
+                    rf"compile (?P<compile>{SECONDS}), measure (?P<measure>{SECONDS})")
 LONG = {f"knob_{i:02d}": "ATEN,TRITON,CPP" for i in range(20)}        # a 380-character label
 
 
@@ -61,7 +64,7 @@ def parse(text: str) -> list[tuple[str, re.Match]]:
     for line in text.splitlines():
         assert "\x1b" not in line and len(line) <= WIDTH, line
         kinds = [(kind, m) for kind, rx in (("started", STARTED), ("done", DONE), ("best", BEST),
-                                            ("failures", FAILURES)) if (m := rx.fullmatch(line))]
+                                            ("failures", FAILURES), ("phases", PHASES)) if (m := rx.fullmatch(line))]
         assert len(kinds) == 1, line
         parsed.append(kinds[0])
     return parsed
@@ -94,6 +97,22 @@ def test_plain_lines_parse_back_to_the_counts_the_failures_by_status_and_the_bes
     best = [m for kind, m in lines if kind == "best"]
     assert [m["number"] for m in best] == ["1", "3"] and best[-1]["speedup"] == "1.25x [1.22, 1.28]"
     assert lines[[m for _, m in lines].index(best[-1]) - 1][1]["number"] == "3"     # right after its trial
+
+
+def test_the_rate_and_the_mean_phases_follow_the_trials_that_recorded_them() -> None:
+    stream = io.StringIO()
+    progress = Progress(4, stream=stream)
+    progress.update(TrialRecord(number=0, candidate_key="a", params={}, measurement=Measurement(
+        Status.OK, latency_ms=1.0, compile_s=3.0, start_s=6.0, load_s=1.0, measure_s=2.0)))
+    progress.update(record(1))                     # no phases: no line, no share of the means
+    progress.update(TrialRecord(number=2, candidate_key="b", params={"freezing": True}, measurement=Measurement(
+        Status.OK, latency_ms=1.0, compile_s=1.0, baseline_compile_s=0.5, start_s=0.0, load_s=0.5, measure_s=1.0,
+        compile_cached=False)))
+    lines = parse(stream.getvalue())
+    assert [kind for kind, _ in lines] == ["done", "phases", "done", "best", "done", "phases"]
+    last = lines[-1][1]
+    assert (last["start"], last["load"], last["compile"], last["measure"]) == ("3.0 s", "0.8 s", "2.2 s", "1.5 s")
+    assert all(m["rate"] == ">999" or float(m["rate"]) > 0 for kind, m in lines if kind == "done")
 
 
 def test_without_starts_no_running_count_is_shown() -> None:
@@ -203,4 +222,4 @@ def test_the_documented_example_lines_follow_the_grammar() -> None:
     doc = (REPO / "docs" / "search.md").read_text()
     block = doc.split("While trials run", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     kinds = [kind for kind, _ in parse(block)]
-    assert kinds == ["started", "done", "best", "done", "failures"]
+    assert kinds == ["started", "done", "phases", "best", "done", "failures"]

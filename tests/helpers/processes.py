@@ -29,14 +29,26 @@ def processes() -> dict[int, tuple[int, bytes]]:
     return found
 
 
-def trial_processes(driver: int) -> list[int]:
-    """The trial processes below `driver`, however deep (Ray: raylet -> worker -> trial)."""
+def trial_processes(driver: int, *, spares: bool = False) -> list[int]:
+    """The trial processes below `driver`, however deep (Ray: raylet -> worker -> trial); with
+    `spares`, also the spare processes still waiting for a job (workers/spares.py)."""
     table = processes()
     below, frontier = set(), {driver}
     while frontier:
         frontier = {pid for pid, (parent, _) in table.items() if parent in frontier} - below
         below |= frontier
-    return sorted(pid for pid in below if b"tuner.workers.trial_process" in table[pid][1])
+    return sorted(pid for pid in below if b"tuner.workers.trial_process" in table[pid][1]
+                  and (spares or not waiting_spare(pid, table[pid][1])))
+
+
+def waiting_spare(pid: int, cmdline: bytes) -> bool:
+    """A spare trial process that has no job yet: no job.json in its folder."""
+    if b"\0--spare\0" not in cmdline:
+        return False
+    try:
+        return not Path(f"/proc/{pid}/cwd/job.json").exists()
+    except OSError:
+        return False
 
 
 def trial_rows(db: Path) -> list[tuple]:

@@ -26,6 +26,7 @@ from tuner.storage.schema import SCHEMA_HEAD, VERSION_TABLE
 from tuner.storage.models import Base
 
 PAIRED = ("threads", "baseline_ms", "speedup", "speedup_low", "speedup_high")
+PHASES = ("start_s", "load_s", "baseline_compile_s", "measure_s", "compile_cached")     # 0008
 NO_VERDICT = {"eager": False, "unfrozen_params": None, "unfrozen_speedup": None,
               "search_speedup": None}
 TABLES = {"platforms", "workloads", "graphs", "studies", "trials", "best_configs", "best_history",
@@ -241,7 +242,7 @@ def test_every_released_schema_upgrades_and_reads_back(revision: str, db_url: st
                         m.reps, m.error, m.worker) == tuple(trial_row[name] for name in (
                             "status", "latency_ms", "spread_ms", "compile_s", "peak_mem_mb",
                             "reps", "error", "worker"))
-                for name in PAIRED:                   # NULL in trials from before 0004
+                for name in PAIRED + PHASES:          # NULL in trials from before 0004 and 0008
                     assert getattr(m, name) == trial_row.get(name), name
         for best_row in rows["best_configs"]:
             key = platforms[best_row["platform_id"]]["key"]
@@ -334,3 +335,19 @@ def test_every_shipped_revision_has_a_committed_fixture() -> None:
     for revision in known_revisions():
         assert make_fixtures.fixture_path(revision).is_file(), (
             f"commit a fixture for {revision}: python tests/fixtures/make_fixtures.py {revision}")
+
+
+def test_0008_downgrade_drops_the_phase_columns_and_keeps_the_trials(db_url: str, tmp_path: Path) -> None:
+    fixture_db(db_url, "0008_trial_phases", tmp_path)
+    upgrade(db_url)
+    downgrade(db_url, "0007_unsafe_rows")
+    engine = make_engine(db_url)
+    with engine.connect() as connection:
+        columns = {c["name"] for c in inspect(connection).get_columns("trials")}
+        count = connection.scalar(text("SELECT count(*) FROM trials"))
+    engine.dispose()
+    assert not columns & set(PHASES) and count == len(make_fixtures.rows_at("0008_trial_phases")["trials"])
+    upgrade(db_url)
+    with Store.open(db_url, readonly=True) as store:
+        trials = [t.measurement for s in (1, 2) for t in store.trials(s)]
+    assert {m.start_s for m in trials} == {None} and {m.compile_cached for m in trials} == {None}

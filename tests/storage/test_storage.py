@@ -290,7 +290,8 @@ def test_paired_trial_fields_round_trip(store: Store) -> None:
     paired = replace(trial(0, "c0", max_autotune=True), measurement=Measurement(
         status=Status.OK, latency_ms=0.9, spread_ms=0.01, compile_s=3.0, peak_mem_mb=120.0,
         reps=30, worker="box/2", threads=2, baseline_ms=1.0, speedup=1.109375,
-        speedup_low=1.046875, speedup_high=1.15625))
+        speedup_low=1.046875, speedup_high=1.15625, start_s=0.015625, load_s=0.5, baseline_compile_s=0.25,
+        measure_s=2.5, compile_cached=False))                  # the phases and cache flag of 0008
     unpaired = trial(1, "c1")                                   # as trials were before 0004
     assert store.record_trial(study.id, paired) and store.record_trial(study.id, unpaired)
     assert store.trials(study.id) == [paired, unpaired]

@@ -11,8 +11,9 @@ than `WIDTH` characters (knobs are cut with "..."), one or more per event, each 
 these forms (`[...]` parts appear only when they apply):
 
     trial N started: KNOBS
-    D/T trials, F failed[, P pruned][, R running], ETA XmYYs | trial N: RESULT (KNOBS)
-    D trials, F failed[, P pruned][, R running] | trial N: RESULT (KNOBS)   (--budget, no --trials)
+    D/T trials, F failed[, P pruned][, R running], RATE/min, ETA XmYYs | trial N: RESULT (KNOBS)
+    D trials, F failed[, P pruned][, R running], RATE/min | trial N: RESULT (KNOBS)   (--budget, no --trials)
+    time per trial: start A s, load B s, compile C s, measure D s
     best so far (unconfirmed): S [LOW, HIGH] vs default, trial N
     failures: STATUS COUNT[, STATUS COUNT ...]
 
@@ -20,7 +21,12 @@ KNOBS is `name=value, ...` sorted by name, as many whole knobs as fit followed b
 (or just `K knob(s)` when none fits), or `defaults`. RESULT is `L ms, Sx` for a trial that ran
 correctly (L its median latency in ms, S its paired speedup over the defaults, or `-` without a
 pairing) and its status otherwise (`crashed`, `timeout`, `compile_error`, `pruned`, ...).
-`R running` shows once a start was heard (a record-space run has none). After a finished
+`R running` shows once a start was heard (a record-space run has none). RATE is the trials
+finished per minute since the progress began (`>999` beyond). After a trial that recorded where its time went,
+`time per trial` gives the mean seconds over the trials so far of each phase (`-` where none
+recorded it): start (from the job handed over to the trial code's start: process start and
+imports), load (model loads and eager references), compile (the candidate's and the default's it
+is paired with), measure (the timed section). After a finished
 trial, a `best so far` line follows when it is a new best (its speedup with the interval), and
 a `failures` line (every failure status so far, most frequent first) when it failed.
 """
@@ -44,7 +50,7 @@ from rich.text import Text
 from tuner.cli.summary import pruned_text, record_label, speedup_text
 from tuner.storage import TrialRecord
 from tuner.text import key_values
-from tuner.trial import Status, measured_speedup
+from tuner.trial import Measurement, Status, measured_speedup
 
 __all__ = ["WIDTH", "Progress"]
 
@@ -70,6 +76,7 @@ class Progress:
         self.last: TrialRecord | None = None
         self.running: dict[int, tuple[str, float]] = {}     # trial number -> (knobs, monotonic start)
         self.heard_starts = False
+        self.phases: dict[str, list[float]] = {name: [] for name in PHASES}   # each phase's seconds, per trial
         self.stream = stream or sys.stderr        # looked up now: tests and callers may redirect it
         self._lock = threading.Lock()             # the live panel redraws from rich's own thread
         self._live: Live | None = None
@@ -101,7 +108,12 @@ class Progress:
             elif record.params and m.objective is not None and (
                     self.best is None or m.objective < self.best.measurement.objective):
                 self.best, new_best = record, True
+            timed = _phases(m)
+            for name, value in timed.items():
+                self.phases[name].append(value)
         lines = [self._done_line(record)]
+        if timed:
+            lines.append(f"time per trial: {self._phases_text()}")
         if new_best:
             lines.append(f"best so far (unconfirmed): {self._best_text()}")
         if not m.ok and m.status is not Status.PRUNED:
@@ -127,7 +139,8 @@ class Progress:
     def _done_line(self, record: TrialRecord) -> str:
         running = f", {len(self.running)} running" if self.heard_starts else ""
         head = (f"{self._count()} trials, {sum(self.failures.values())} failed{pruned_text(self.pruned)}"
-                f"{running}{self._eta_text()} | trial {record.number}: {_result(record, short=True)}")
+                f"{running}, {self._rate_text()}/min{self._eta_text()} | trial {record.number}: "
+                f"{_result(record, short=True)}")
         return _fit(head, record.params)
 
     def _count(self) -> str:
@@ -142,6 +155,18 @@ class Progress:
             return 0.0
         ran = self.done - self.start_done
         return (time.monotonic() - self.began) / ran * max(0, self.total - self.done) if ran else 0.0
+
+    def _rate(self) -> float:
+        """Trials finished per minute since the progress began (`>999` beyond)."""
+        return (self.done - self.start_done) / max(time.monotonic() - self.began, 1e-9) * 60.0
+
+    def _rate_text(self) -> str:
+        rate = self._rate()
+        return f"{rate:.1f}" if rate < 1000 else ">999"
+
+    def _phases_text(self) -> str:
+        means = {name: sum(v) / len(v) if v else None for name, v in self.phases.items()}
+        return ", ".join(f"{name} {'-' if mean is None else f'{mean:.1f}'} s" for name, mean in means.items())
 
     def _best_text(self) -> str:
         if self.best is None:
@@ -161,16 +186,19 @@ class Progress:
             bar = Table.grid(padding=(0, 1), expand=True)
             bar.add_column(ratio=1)
             bar.add_column(no_wrap=True)
+            rate = f"{self._rate_text()}/min  " if self.done > self.start_done else ""
             if self.total is None:      # not counted (--budget without --trials): a pulsing bar
-                bar.add_row(ProgressBar(total=None), f"{self.done} trials")
+                bar.add_row(ProgressBar(total=None), f"{self.done} trials  {rate}".rstrip())
             else:
                 bar.add_row(ProgressBar(total=max(1, self.total), completed=min(self.done, self.total)),
-                            f"{self.done}/{self.total} trials  {eta}")
+                            f"{self.done}/{self.total} trials  {rate}{eta}")
             failed = sum(self.failures.values())
             failures = (f"{failed} failed" + (f" ({self._failures_text()})" if failed else "")
                         + f", {self.pruned} pruned")
             parts: list[RenderableType] = [bar, Text(f"best so far (unconfirmed): {self._best_text()}"),
                                            Text(f"failures: {failures}")]
+            if any(self.phases.values()):
+                parts.append(Text(f"time per trial: {self._phases_text()}"))
             if self.heard_starts:
                 parts.append(self._running_rows(now))
             if self.last is not None:
@@ -186,6 +214,18 @@ class Progress:
         if len(running) > SHOWN_RUNNING:
             rows.append(Text(f"  and {len(running) - SHOWN_RUNNING} more"))
         return Group(*rows)
+
+
+PHASES = ("start", "load", "compile", "measure")
+
+
+def _phases(m: Measurement) -> dict[str, float]:
+    """The phases a trial recorded, in seconds: compile is the candidate's and the paired default's."""
+    compile_s = None if m.compile_s is None else m.compile_s + (m.baseline_compile_s or 0.0)
+    values = dict(zip(PHASES, (m.start_s, m.load_s, compile_s, m.measure_s)))
+    if m.start_s is None and m.load_s is None:      # no phases recorded (an older or replayed trial)
+        return {}
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def _result(record: TrialRecord, *, short: bool = False) -> str:

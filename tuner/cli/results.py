@@ -19,6 +19,7 @@ from tuner.text import key_values
 
 if TYPE_CHECKING:
     from tuner.storage import BestConfig, StudyInfo, TrialRecord
+    from tuner.trial import Measurement
 
 
 def add_results_parsers(subparsers: Any) -> None:
@@ -200,19 +201,31 @@ def _unfrozen(best: "BestConfig") -> str:
     return f"{_config(best.unfrozen_params)}{figure}"
 
 
+def compile_text(m: "Measurement") -> str:
+    """A trial's compile seconds, with "(hit)" or "(miss)" where it knows whether Inductor's FX graph
+    cache served the compile."""
+    cached = "" if m.compile_cached is None or m.compile_s is None else " (hit)" if m.compile_cached else " (miss)"
+    return _fmt(m.compile_s, ".1f") + cached
+
+
 def trials_table(records: "list[TrialRecord]") -> str:
     """One row per trial. A "vs default" column (the trial's speedup over Inductor's defaults,
-    timed in the same process, with its interval) appears when some trial has one."""
+    timed in the same process, with its interval) appears when some trial has one. "compile s"
+    says "(hit)" when Inductor's FX graph cache served the compile, "(miss)" when it compiled; a
+    "start/load/measure s" column (process start and imports, model loads and references, the
+    timed section) appears when some trial recorded them."""
     from tuner.cli.summary import speedup_text      # loads the storage layer: not at `tuner --help`
     paired = any(r.measurement.speedup is not None for r in records)
+    phased = any(r.measurement.start_s is not None or r.measurement.load_s is not None for r in records)
     rows = [("#", "status", "latency ms", *(("vs default",) if paired else ()), "spread ms",
-             "compile s", "peak MB", "params / error")]
+             "compile s", *(("start/load/measure s",) if phased else ()), "peak MB", "params / error")]
     for r in records:
         m = r.measurement
         label = key_values(sorted(r.params.items())) or "defaults"
         headline = (m.error or "").partition("\n")[0][:100]
         detail = label if m.ok and not headline else f"{label} | {headline}"   # ok: a precision's error
         versus = (speedup_text(m),) if paired else ()
+        phases = ("/".join(_fmt(v, ".1f") for v in (m.start_s, m.load_s, m.measure_s)),) if phased else ()
         rows.append((str(r.number), m.status.value, _fmt(m.latency_ms), *versus, _fmt(m.spread_ms),
-                     _fmt(m.compile_s, ".1f"), _fmt(m.peak_mem_mb, ".0f"), detail))
+                     compile_text(m), *phases, _fmt(m.peak_mem_mb, ".0f"), detail))
     return format_table(rows)

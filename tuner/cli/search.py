@@ -58,6 +58,9 @@ def add_search_parser(subparsers: Any) -> None:
     s.add_argument("--workers", type=int, default=1, help="trials in flight at once (default 1)")
     s.add_argument("--executor", default="ray", help="ray (default when installed) or local")
     s.add_argument("--address", default=None, help="Ray cluster address (implies --executor ray)")
+    s.add_argument("--cold-processes", action="store_true",
+                   help="start every trial process cold, importing torch itself (default: spare processes "
+                        "that have imported already take the trials)")
     s.add_argument("--platform", default=None, metavar="KEY",
                    help="platform key to tune for (a Ray node must advertise it), or 'all' in the cluster")
     s.add_argument("--repeat", type=int, default=20,
@@ -98,7 +101,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
                             objectives=parse_objectives(args.objective), prefer=args.prefer)
     if (notice := pruning_notice(options.objectives, options.pruner)) is not None:
         print(f"notice: {notice}", file=sys.stderr)
-    execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform)
+    execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform,
+                          warm_processes=not args.cold_processes)
     printer = SearchPrinter(trials, train=args.mode == "train", budget_s=budget_s)
     try:
         if args.shapes is None:

@@ -354,8 +354,10 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     spec = request.spec
     threads = apply_threads(spec)
     allow_variants(2)
+    began = time.perf_counter()
     # The default compile goes first, compiled and called before the candidate exists: state a
     # candidate's compile sets up once per process (freezing's passes) then cannot slow it.
+    before = _fx_cache_counts()
     baseline = prepare(spec, ())
     if isinstance(baseline, Rejected):
         if not request.params:          # the defaults' own trial: its failure is its own
@@ -365,12 +367,16 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     resident_since = allocated_bytes(baseline.device) if request.params else 0
     # The defaults' own trial times its runner against itself: the ratio shows the noise. Only
     # the candidate's compile is capped (tuner.measure.compile_cap), never the baseline's.
+    if request.params:
+        before = _fx_cache_counts()
     with armed(request.compile_cap):
         runner = prepare(spec, request.params) if request.params else baseline
+    cached = _served_from_cache(before, _fx_cache_counts())
     if isinstance(runner, Rejected):
         return Measurement.failed(runner.status, runner.message, worker)
     pruner = RoundPruner(request.pruning) if request.pruning is not None else None
     steps = RoundValues(pruner)
+    timing = time.perf_counter()
     with torch.no_grad(), measure_lock(runner.device):
         peak_mb = call_peak_mb(runner.call, runner.device, resident_since=resident_since)
         rounds = interleaved_rounds({CANDIDATE: runner, BASELINE: baseline}, spec.plan(), baseline=BASELINE,
@@ -378,6 +384,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
                                     should_stop=None if pruner is None else
                                     lambda r: steps.should_stop(r[BASELINE], r[CANDIDATE]))
     median, spread = median_and_iqr(rounds[CANDIDATE])
+    paired_compile_s = baseline.compile_s if request.params else None     # the defaults' trial: compile_s
     sp = paired_speedup(rounds[BASELINE], rounds[CANDIDATE])
     pruned = pruner is not None and pruner.stopped_at is not None
     return Measurement(status=Status.PRUNED if pruned else Status.OK, latency_ms=median, spread_ms=spread,
@@ -386,4 +393,21 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
                        baseline_ms=statistics.median(rounds[BASELINE]), speedup=sp.median if sp else None,
                        speedup_low=sp.low if sp else None, speedup_high=sp.high if sp else None,
                        intermediate=steps.all(rounds[BASELINE], rounds[CANDIDATE]),
-                       error=pruner.reason() if pruned else runner.note)
+                       error=pruner.reason() if pruned else runner.note,
+                       load_s=timing - began - (runner.compile_s or 0.0) - (paired_compile_s or 0.0),
+                       baseline_compile_s=paired_compile_s, measure_s=time.perf_counter() - timing,
+                       compile_cached=cached)
+
+
+def _fx_cache_counts() -> tuple[int, int]:
+    """Inductor's FX graph cache (hits, misses) in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+
+
+def _served_from_cache(before: tuple[int, int], after: tuple[int, int]) -> bool | None:
+    """Whether the compiles between two `_fx_cache_counts` were all cache hits: True, any miss: False,
+    no lookup at all (eager, a bypass): None."""
+    hits, misses = after[0] - before[0], after[1] - before[1]
+    return False if misses else True if hits else None

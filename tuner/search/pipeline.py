@@ -39,12 +39,15 @@ class Execution:
     """Where the trials run: `executor` "ray" (a local cluster started for the search, or the
     one at `address`) or "local" (plain processes on this machine), `workers` trials in
     flight at once, and `platform`: a platform key some Ray node advertises, "all" of the
-    cluster's, or None for this machine's. `get_executor` checks the names and counts."""
+    cluster's, or None for this machine's. `get_executor` checks the names and counts.
+    `warm_processes` (default): spare trial processes that have imported torch and Inductor take
+    the trials (`workers/spares.py`); False (`--cold-processes`): each trial process starts cold."""
 
     executor: str = "ray"
     workers: int = 1
     address: str | None = None
     platform: str | None = None
+    warm_processes: bool = True
 
     def __post_init__(self) -> None:
         if self.executor == "local" and (self.address or self.platform):
@@ -130,7 +133,8 @@ def run_search(options: SearchOptions, *, execution: Execution = Execution(), se
                                                    model_path=str(Path(measure.model_path).expanduser().resolve())))
         executor = get_executor(execution.executor, workers=execution.workers,
                                 address=execution.address or settings.ray_address,
-                                platform_key=target.platform.key, device=target.platform.device)
+                                platform_key=target.platform.key, device=target.platform.device,
+                                warm=execution.warm_processes)
         try:
             results = []
             platforms = pick_platforms(execution.platform, executor, target)

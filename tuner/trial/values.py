@@ -80,6 +80,15 @@ class Measurement:
     speedup: float | None = None         # median of per-round baseline/candidate ratios (>1: faster)
     speedup_low: float | None = None     # interval of that median (about 95%, distribution-free)
     speedup_high: float | None = None
+    # Where the trial's time went, in seconds (None: not measured, as in rows before 0008 and most failures):
+    start_s: float | None = None         # job handed over -> trial code begins: process start and imports
+    load_s: float | None = None          # before timing, but for the compiles: model loads, eager references,
+                                         # waiting for the compile lock
+    baseline_compile_s: float | None = None  # the default's compile it is paired with (an FX graph cache hit
+                                             # after the first trial); None in the defaults' own trial
+    measure_s: float | None = None       # the timed section, waiting for the measure lock included
+    compile_cached: bool | None = None   # the candidate's compile was served by Inductor's FX graph cache
+                                         # (None: no cache lookup seen, e.g. eager or a bypass)
     # The objective after each paired round (tuner.trial.pruning's steps); kept in memory and JSON, not stored:
     intermediate: tuple[float, ...] = ()
 

@@ -1,0 +1,44 @@
+"""The compile cache a search's trials share (workers/caches.py): a candidate's config is part of
+Inductor's cache key, so one config's artifact is never served to another."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tuner.workers.caches import INDUCTOR_CACHE, TRITON_CACHE, cache_env
+
+# Run in a fresh process whose environment points Inductor at the shared folder, as a trial's does.
+COMPILE_THREE = """
+import json, torch
+from torch._dynamo.utils import counters
+from torch._inductor.utils import run_and_get_code
+from tuner.inductor import compile_config, compile_model
+
+def compiled(params):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    hits, misses = counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+    with torch.no_grad():
+        out, code = run_and_get_code(compile_model(model, compile_config(params)), torch.randn(4, 16))
+    return {"code": "".join(code), "out": out.tolist(), "hit": counters["inductor"]["fxgraph_cache_hit"] - hits,
+            "miss": counters["inductor"]["fxgraph_cache_miss"] - misses}
+
+print(json.dumps([compiled({}), compiled({"cpp.simdlen": 128}), compiled({})]))
+"""
+
+
+def test_two_configs_in_one_cache_folder_get_their_own_artifacts(tmp_path: Path) -> None:
+    env = cache_env(str(tmp_path / "cache"))
+    assert Path(env[INDUCTOR_CACHE]).is_dir() and Path(env[TRITON_CACHE]).is_dir()
+    done = subprocess.run([sys.executable, "-c", COMPILE_THREE], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    default, narrow, again = json.loads(done.stdout.splitlines()[-1])
+    assert (default["hit"], default["miss"]) == (0, 1)
+    assert (narrow["hit"], narrow["miss"]) == (0, 1)        # not served the defaults' artifact
+    assert narrow["code"] != default["code"]                 # 128-bit vectors: other generated code
+    assert (again["hit"], again["miss"]) == (1, 0) and again["code"] == default["code"]
+    assert any(Path(env[INDUCTOR_CACHE]).rglob("*.py"))      # the artifacts went to the shared folder

@@ -1,0 +1,32 @@
+"""The compile caches a search's trials share, and nothing they must not share.
+
+Each executor (one per search, or per `record-space` run) makes one cache folder and gives its
+trial processes, spares included, an environment that points Inductor there:
+`TORCHINDUCTOR_CACHE_DIR` (the FX graph cache, AOTAutograd's and the autotune results) and
+`TRITON_CACHE_DIR` (compiled Triton kernels). The default compile that every trial pairs with is
+then a cache hit after the first trial. A candidate's Inductor config is part of the FX graph
+cache key, so one config's artifact is never served to another (tests/workers/test_caches.py).
+
+The folder lives in the executor's scratch folder and goes with it at `close`: a search starts
+from an empty cache, so its first trials measure real compiles, no artifact of another torch or
+of another user's run can reach it, and nothing grows without bound. A resumed search pays its
+first compiles again, the cost of that guarantee. A Ray node makes the folder under its own
+temporary folder (`ray_cache_root`), named after the search; the driver's machine removes its own.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+TRITON_CACHE = "TRITON_CACHE_DIR"
+
+
+def cache_env(folder: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (None: this process's environment) with Inductor's and Triton's caches in `folder`
+    (made if missing)."""
+    inductor, triton = Path(folder) / "inductor", Path(folder) / "triton"
+    inductor.mkdir(parents=True, exist_ok=True)
+    triton.mkdir(parents=True, exist_ok=True)
+    return {**(os.environ if base is None else base), INDUCTOR_CACHE: str(inductor), TRITON_CACHE: str(triton)}
