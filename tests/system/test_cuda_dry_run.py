@@ -1,0 +1,137 @@
+"""The CUDA dry run on CPU (issue 33): a model file with DEVICE = "cuda" on a stand-in machine of two
+GPUs (tests/helpers/cuda_dry_run.py; its tensors stay on CPU), through `tuner search` with the local
+executor and `tuner compare` (whose paths include `tuner.compile`), each in processes of their own; and the matrix of
+DEVICE spellings on each entry point that loads a model file (tests/helpers/dry_run_matrix.py).
+The Ray executor's run is tests/workers/test_ray_gpus.py. What the product does on the stand-in is
+what it would do on two GPUs: torch.cuda's own functions and argument checks run, and the product's
+`TorchCuda` is not replaced."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from helpers import cli_env, run_cli
+from helpers.dry_run_matrix import write_model
+
+pytestmark = pytest.mark.slow
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def dry_run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """A CLI environment whose device calls are logged to tmp_path/log, whose lock files are made under
+    tmp_path/tmp (so a test can say which GPU's lock was taken), and whose Inductor cache is the usual one."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return cli_env(DRY_RUN_LOG=str(tmp_path / "log"), TMPDIR=str(tmp_path / "tmp"),
+                   TORCHINDUCTOR_CACHE_DIR=os.environ.get("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()),
+                   TUNER_DB=f"sqlite:///{tmp_path / 'tuner.db'}", **extra)
+
+
+def device_calls(tmp_path: Path) -> dict[int, set[tuple[str, int]]]:
+    """Per process (pid), the device calls it made: (call, the node's GPU)."""
+    by_pid: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    for line in (tmp_path / "log").read_text().splitlines():
+        pid, call, gpu = line.split()
+        by_pid[int(pid)].add((call, int(gpu)))
+    return by_pid
+
+
+def gpu_locks(tmp_path: Path) -> set[str]:
+    """The GPU lock files this run's processes made."""
+    return {p.name for p in (tmp_path / "tmp" / f"tuner-locks-{os.getuid()}").glob("gpu-*.lock")}
+
+
+# What a timed process does on its GPU: selects it, waits for it, times with events after the flush
+# buffer is made there, reads the candidate's memory and the GPU's properties (platform, lock name).
+MEASURED = {"set_device", "synchronize", "record", "empty", "memory_stats", "properties", "to"}
+
+
+def test_a_cuda_search_and_compare_run_end_to_end_on_the_stand_in(tmp_path: Path) -> None:
+    model = write_model(tmp_path, "cuda", '"cuda"')
+    env = dry_run_env(tmp_path)
+    search = run_cli("search", str(model), "--trials", "1", "--executor", "local", "--repeat", "2",
+                     "--rounds", "12", cwd=tmp_path, env=env)
+    assert search.returncode == 0, search.stderr
+    assert "on Dry Run GPU (cuda)" in search.stderr and "1/1 trials, 0 failed" in search.stderr, search.stderr
+    searched = device_calls(tmp_path)
+    timed = [pid for pid, calls in searched.items() if ("record", 0) in calls]
+    assert len(timed) >= 2, searched             # the trial process and the confirmation's
+    for pid in timed:
+        assert {call for call, _ in searched[pid]} >= MEASURED - {"memory_stats"}, searched[pid]
+    assert any(("reset_peak", 0) in calls for calls in searched.values())     # the trial's own peak memory
+    used = {gpu for calls in searched.values() for call, gpu in calls if call != "properties"}   # Dynamo reads all
+    assert used == {0}                                                        # "cuda": the first GPU, only
+    assert gpu_locks(tmp_path) >= {"gpu-dry-run-0.lock"} and "gpu-dry-run-1.lock" not in gpu_locks(tmp_path)
+
+    compare = run_cli("compare", str(model), "--rounds", "12", cwd=tmp_path, env=env)
+    assert compare.returncode == 0, compare.stderr
+    compared = [pid for pid, calls in device_calls(tmp_path).items() if pid not in searched]
+    assert len(compared) == 1 and {c for c, _ in device_calls(tmp_path)[compared[0]]} >= {
+        "set_device", "synchronize", "record", "properties"}, device_calls(tmp_path)
+    # compare's paths include tuner.compile and backend="tuner", in the same process, as a user's script
+
+
+def run_python(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def error(message: str, entry: str) -> str:
+    """A cell's one-line error: a trial records it (runtime_error), every other entry point raises it."""
+    return f"error: {'runtime_error: ' if entry == 'trial' else 'raises '}ModelFileError: {message}"
+
+
+ON_THE_NODE = {   # a process that sees both GPUs (the local executor, compare, a user's script)
+    "cuda": "ok GPU 0", "cuda:0": "ok GPU 0", "cuda:1": "ok GPU 1",
+    "cuda:2": "DEVICE='cuda:2' but this machine has 2 CUDA device(s); set DEVICE='cuda' or an index below 2 in {path}",
+    "torch.device": "DEVICE in {path} is device(type='cuda', index=1) (device); set DEVICE to a string such as 'cpu' "
+                    "or 'cuda'",
+}
+IN_A_RAY_TASK = {   # given GPU 1 of the node: "cuda:N" names the node's GPU N
+    "cuda": "ok GPU 1", "cuda:1": "ok GPU 1",
+    "cuda:0": "DEVICE='cuda:0' in {path} names GPU 0 of the node, but Ray gave this trial GPU 1; set DEVICE='cuda' "
+              "to measure on the GPU Ray assigns each trial (docs/ray.md, \"GPU platforms\")",
+}
+WITH_ONE_VISIBLE = {   # a user's process started with CUDA_VISIBLE_DEVICES=1: torch's own meaning, index 0 of 1
+    "cuda": "ok GPU 1", "cuda:0": "ok GPU 1",
+    "cuda:1": "DEVICE='cuda:1' but this machine has 1 CUDA device(s); set DEVICE='cuda' or an index below 1 in {path}",
+}
+
+
+def expected(table: dict[str, str], context: str, entry: str, spelling: str, folder: Path) -> str:
+    from helpers.dry_run_matrix import model_name
+
+    want = table[spelling]
+    return want if want.startswith("ok") else error(want.format(path=folder / model_name(spelling)), entry)
+
+
+def run_matrix(tmp_path: Path, process: str, **extra: str) -> dict[str, str]:
+    out = tmp_path / f"{process}.json"
+    done = run_python(["-m", "helpers.dry_run_matrix", str(out), str(tmp_path), process], TESTS,
+                      dry_run_env(tmp_path, **extra))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_each_device_spelling_on_each_entry_point_in_a_process_that_sees_both_gpus(tmp_path: Path) -> None:
+    from helpers.dry_run_matrix import ENTRY_POINTS, SPELLINGS
+
+    got = run_matrix(tmp_path, "node")
+    want = {f"node | {entry} | {spelling}": expected(ON_THE_NODE, "node", entry, spelling, tmp_path)
+            for spelling in SPELLINGS for entry in ENTRY_POINTS}
+    assert got == want
+
+
+def test_each_device_spelling_in_a_ray_task_given_gpu_1_and_a_process_that_sees_only_it(tmp_path: Path) -> None:
+    from helpers.dry_run_matrix import CELLS
+
+    got = run_matrix(tmp_path, "visible1", CUDA_VISIBLE_DEVICES="1")
+    tables = {"ray": IN_A_RAY_TASK, "user": WITH_ONE_VISIBLE}
+    want = {f"{context} | {entry} | {spelling}": expected(tables[context], context, entry, spelling, tmp_path)
+            for context, entries, spellings in CELLS["visible1"] for spelling in spellings for entry in entries}
+    assert got == want
