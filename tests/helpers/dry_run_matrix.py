@@ -1,7 +1,10 @@
 """The CUDA dry run's device matrix: each spelling of DEVICE through each entry point that loads
 a model file, in one process of the stand-in machine (tests/helpers/cuda_dry_run.py).
 
-Run as `python -m helpers.dry_run_matrix OUT.json FOLDER PROCESS` from tests/ (tests/system/
+It also holds what the dry run's tests share: the model file (`write_model`), the environment of
+its processes (`dry_run_env`) and what they did (`device_calls`, `gpu_locks`).
+
+The matrix runs as `python -m helpers.dry_run_matrix OUT.json FOLDER PROCESS` from tests/ (tests/system/
 test_cuda_dry_run.py does), PROCESS naming the cells it runs (`CELLS`): "node", a process that sees
 both GPUs; "visible1", one started with CUDA_VISIBLE_DEVICES=1, where "ray" cells are a Ray task given
 GPU 1 (the spec's `gpu_ids` ("1",)) and "user" cells a user's process (no Ray). Each cell is
@@ -11,7 +14,10 @@ not the properties it read, as Dynamo reads every GPU's) or the entry point's on
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +25,39 @@ SPELLINGS = {"cuda": '"cuda"', "cuda:0": '"cuda:0"', "cuda:1": '"cuda:1"', "cuda
              "torch.device": 'torch.device("cuda", 1)'}
 ENTRY_POINTS = ("trial", "confirmation", "claim run", "compare", "kernel benchmarks")
 TEMPLATE = Path(__file__).resolve().parents[1] / "models" / "dry_run_cuda.py"
+
+
+def dry_run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """A CLI environment whose device calls are logged to tmp_path/log, whose lock files are made under
+    tmp_path/tmp (so a test can say which GPU's lock was taken), and whose Inductor cache is the usual one."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from helpers import cli_env
+
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return cli_env(DRY_RUN_LOG=str(tmp_path / "log"), TMPDIR=str(tmp_path / "tmp"),
+                   TORCHINDUCTOR_CACHE_DIR=os.environ.get("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()),
+                   TUNER_DB=f"sqlite:///{tmp_path / 'tuner.db'}", **extra)
+
+
+def device_calls(tmp_path: Path) -> dict[int, set[tuple[str, int]]]:
+    """Per process (pid), the device calls it made: (call, the node's GPU)."""
+    by_pid: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    for line in (tmp_path / "log").read_text().splitlines():
+        pid, call, gpu = line.split()
+        by_pid[int(pid)].add((call, int(gpu)))
+    return by_pid
+
+
+def gpu_locks(tmp_path: Path) -> set[str]:
+    """The GPU lock files this run's processes made."""
+    return {p.name for p in (tmp_path / "tmp" / f"tuner-locks-{os.getuid()}").glob("gpu-*.lock")}
+
+
+def run_python(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`python ARGS` in `cwd` with `env`, its output captured."""
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
 
 
 def model_name(spelling: str) -> str:

@@ -8,43 +8,20 @@ what it would do on two GPUs: torch.cuda's own functions and argument checks run
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from helpers import cli_env, run_cli
-from helpers.dry_run_matrix import write_model
+from helpers import run_cli
+from helpers.dry_run_matrix import (
+    device_calls,
+    dry_run_env,
+    gpu_locks,
+    run_python,
+    write_model,
+)
 
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parents[1]
-
-
-def dry_run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A CLI environment whose device calls are logged to tmp_path/log, whose lock files are made under
-    tmp_path/tmp (so a test can say which GPU's lock was taken), and whose Inductor cache is the usual one."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    return cli_env(DRY_RUN_LOG=str(tmp_path / "log"), TMPDIR=str(tmp_path / "tmp"),
-                   TORCHINDUCTOR_CACHE_DIR=os.environ.get("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()),
-                   TUNER_DB=f"sqlite:///{tmp_path / 'tuner.db'}", **extra)
-
-
-def device_calls(tmp_path: Path) -> dict[int, set[tuple[str, int]]]:
-    """Per process (pid), the device calls it made: (call, the node's GPU)."""
-    by_pid: dict[int, set[tuple[str, int]]] = defaultdict(set)
-    for line in (tmp_path / "log").read_text().splitlines():
-        pid, call, gpu = line.split()
-        by_pid[int(pid)].add((call, int(gpu)))
-    return by_pid
-
-
-def gpu_locks(tmp_path: Path) -> set[str]:
-    """The GPU lock files this run's processes made."""
-    return {p.name for p in (tmp_path / "tmp" / f"tuner-locks-{os.getuid()}").glob("gpu-*.lock")}
 
 
 # What a timed process does on its GPU: selects it, waits for it, times with events after the flush
@@ -75,10 +52,6 @@ def test_a_cuda_search_and_compare_run_end_to_end_on_the_stand_in(tmp_path: Path
     assert len(compared) == 1 and {c for c, _ in device_calls(tmp_path)[compared[0]]} >= {
         "set_device", "synchronize", "record", "properties"}, device_calls(tmp_path)
     # compare's paths include tuner.compile and backend="tuner", in the same process, as a user's script
-
-
-def run_python(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 def error(message: str, entry: str) -> str:
