@@ -46,12 +46,19 @@ def test_a_cuda_search_and_compare_run_end_to_end_on_the_stand_in(tmp_path: Path
     assert used == {0}                                                        # "cuda": the first GPU, only
     assert gpu_locks(tmp_path) >= {"gpu-dry-run-0.lock"} and "gpu-dry-run-1.lock" not in gpu_locks(tmp_path)
 
-    compare = run_cli("compare", str(model), "--rounds", "12", cwd=tmp_path, env=env)
+    # The same model on the second GPU: the same workload and platform (two GPUs of one kind), so compare
+    # finds the stored config, and must select, wait for, compile and time on GPU 1, not the current GPU 0.
+    # Its paths include tuner.compile and backend="tuner", in its own process, as a user's script.
+    on_second = write_model(tmp_path, "cuda:1", '"cuda:1"')
+    compare = run_cli("compare", str(on_second), "--rounds", "12", cwd=tmp_path, env=env)
     assert compare.returncode == 0, compare.stderr
-    compared = [pid for pid, calls in device_calls(tmp_path).items() if pid not in searched]
-    assert len(compared) == 1 and {c for c, _ in device_calls(tmp_path)[compared[0]]} >= {
-        "set_device", "synchronize", "record", "properties"}, device_calls(tmp_path)
-    # compare's paths include tuner.compile and backend="tuner", in the same process, as a user's script
+    assert "tuner.compile" in compare.stdout, compare.stdout
+    compared = {pid: calls for pid, calls in device_calls(tmp_path).items() if pid not in searched}
+    assert len(compared) == 1, compared
+    calls = next(iter(compared.values()))
+    assert {call for call, _ in calls} >= MEASURED - {"memory_stats"}, calls
+    assert {gpu for call, gpu in calls if call != "properties"} == {1}, calls
+    assert "gpu-dry-run-1.lock" in gpu_locks(tmp_path)          # its compile and measure locks: GPU 1's
 
 
 def error(message: str, entry: str) -> str:
