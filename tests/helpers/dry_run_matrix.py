@@ -54,10 +54,10 @@ def gpu_locks(tmp_path: Path) -> set[str]:
     return {p.name for p in (tmp_path / "tmp" / f"tuner-locks-{os.getuid()}").glob("gpu-*.lock")}
 
 
-def run_python(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+def run_python(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
     """`python ARGS` in `cwd` with `env`, its output captured."""
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+                          timeout=timeout, check=False)
 
 
 def model_name(spelling: str) -> str:
