@@ -1,6 +1,6 @@
 """A CUDA machine of two GPUs for one process of this CPU build: the CUDA dry run's stand-in.
 
-A model file (tests/models/dry_run_template.py) calls `install()` when it is imported, so every
+A model file (tests/models/dry_run_cuda.py) calls `install()` when it is imported, so every
 process that loads it (the `tuner search` driver, each trial and confirmation process, `tuner
 compare`, a user's script calling `tuner.compile`) gets the stand-in before the product asks torch
 about its device; nothing in the package knows of it. The product's own `TorchCuda` and torch's
@@ -12,10 +12,11 @@ all run for real. Stood in are only:
 - the C entry points below them that this build lacks (`torch._C._cuda_getDeviceCount`,
   `_cuda_init`, `_cuda_setDevice`, `_cuda_getDevice`, `_cuda_exchangeDevice`,
   `_cuda_synchronize`, `_cuda_getCurrentStream`, `_cuda_memoryStats`,
-  `_cuda_resetPeakMemoryStats`, `_cuda_cudaCachingAllocator_is_enabled`) and what `_cuda_init` sets up (`torch.cuda.default_generators`,
-  `torch.cuda._get_device_properties`), with the CUDA runtime's own refusals: an ordinal the
-  process cannot see is "CUDA error: invalid device ordinal", and CUDA_VISIBLE_DEVICES hides and
-  renumbers GPUs as the runtime does (Ray sets it for a task given `num_gpus`);
+  `_cuda_resetPeakMemoryStats`, `_cuda_cudaCachingAllocator_is_enabled`) and what `_cuda_init`
+  sets up (`torch.cuda.default_generators`, `torch.cuda._get_device_properties`), with the CUDA
+  runtime's own refusals: an ordinal the process cannot see is "CUDA error: invalid device
+  ordinal", and CUDA_VISIBLE_DEVICES hides and renumbers GPUs as the runtime does (Ray sets it for
+  a task given `num_gpus`);
 - the objects a CPU build cannot make: `torch.cuda.Stream` and `torch.cuda.Event` (an event is
   stamped with the host's clock when recorded: CPU work is synchronous, so the wall clock is the
   device's), and a tensor's storage on a GPU: `Tensor.to` and `torch.empty` parse their

@@ -149,7 +149,8 @@ def cell(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> str:
 # (context, entry points, spellings): "node" sees both GPUs; "ray" is a Ray task given GPU 1, "user"
 # a process started with CUDA_VISIBLE_DEVICES=1 (both run with it set; a user runs compare, Ray never does).
 CELLS = {"node": (("node", ENTRY_POINTS, tuple(SPELLINGS)),),
-         "visible1": (("ray", ("trial", "confirmation", "claim run", "kernel benchmarks"), ("cuda", "cuda:0", "cuda:1")),
+         "visible1": (("ray", ("trial", "confirmation", "claim run", "kernel benchmarks"),
+                       ("cuda", "cuda:0", "cuda:1")),
                       ("user", ("trial", "compare"), ("cuda", "cuda:0", "cuda:1")))}
 
 

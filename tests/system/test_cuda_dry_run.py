@@ -1,7 +1,8 @@
 """The CUDA dry run on CPU (issue 33): a model file with DEVICE = "cuda" on a stand-in machine of two
 GPUs (tests/helpers/cuda_dry_run.py; its tensors stay on CPU), through `tuner search` with the local
-executor and `tuner compare` (whose paths include `tuner.compile`), each in processes of their own; and the matrix of
-DEVICE spellings on each entry point that loads a model file (tests/helpers/dry_run_matrix.py).
+executor and `tuner compare` (whose paths include `tuner.compile`), each in processes of their own;
+and the matrix of DEVICE spellings on each entry point that loads a model file
+(tests/helpers/dry_run_matrix.py).
 The Ray executor's run is tests/workers/test_ray_gpus.py. What the product does on the stand-in is
 what it would do on two GPUs: torch.cuda's own functions and argument checks run, and the product's
 `TorchCuda` is not replaced."""
@@ -24,9 +25,9 @@ pytestmark = pytest.mark.slow
 TESTS = Path(__file__).resolve().parents[1]
 
 
-# What a timed process does on its GPU: selects it, waits for it, times with events after the flush
-# buffer is made there, reads the candidate's memory and the GPU's properties (platform, lock name).
-MEASURED = {"set_device", "synchronize", "record", "empty", "memory_stats", "properties", "to"}
+# What a timed process does on its GPU: places the model there, selects it, waits for it, times with
+# events after the flush buffer is made there, reads the GPU's properties (platform, lock name).
+MEASURED = {"to", "set_device", "synchronize", "record", "empty", "properties"}
 
 
 def test_a_cuda_search_and_compare_run_end_to_end_on_the_stand_in(tmp_path: Path) -> None:
@@ -40,8 +41,8 @@ def test_a_cuda_search_and_compare_run_end_to_end_on_the_stand_in(tmp_path: Path
     timed = [pid for pid, calls in searched.items() if ("record", 0) in calls]
     assert len(timed) >= 2, searched             # the trial process and the confirmation's
     for pid in timed:
-        assert {call for call, _ in searched[pid]} >= MEASURED - {"memory_stats"}, searched[pid]
-    assert any(("reset_peak", 0) in calls for calls in searched.values())     # the trial's own peak memory
+        assert {call for call, _ in searched[pid]} >= MEASURED, searched[pid]
+    assert any({("reset_peak", 0), ("memory_stats", 0)} <= calls for calls in searched.values())  # its own peak
     used = {gpu for calls in searched.values() for call, gpu in calls if call != "properties"}   # Dynamo reads all
     assert used == {0}                                                        # "cuda": the first GPU, only
     assert gpu_locks(tmp_path) >= {"gpu-dry-run-0.lock"} and "gpu-dry-run-1.lock" not in gpu_locks(tmp_path)
@@ -56,7 +57,7 @@ def test_a_cuda_search_and_compare_run_end_to_end_on_the_stand_in(tmp_path: Path
     compared = {pid: calls for pid, calls in device_calls(tmp_path).items() if pid not in searched}
     assert len(compared) == 1, compared
     calls = next(iter(compared.values()))
-    assert {call for call, _ in calls} >= MEASURED - {"memory_stats"}, calls
+    assert {call for call, _ in calls} >= MEASURED, calls
     assert {gpu for call, gpu in calls if call != "properties"} == {1}, calls
     assert "gpu-dry-run-1.lock" in gpu_locks(tmp_path)          # its compile and measure locks: GPU 1's
 
