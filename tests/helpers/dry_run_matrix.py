@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import defaultdict
@@ -55,9 +56,17 @@ def gpu_locks(tmp_path: Path) -> set[str]:
 
 
 def run_python(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python ARGS` in `cwd` with `env`, its output captured."""
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    """`python ARGS` in `cwd` with `env`, its output captured. Past `timeout` its whole process group
+    is killed (a local Ray cluster it started among it), then subprocess.TimeoutExpired is raised."""
+    with subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def model_name(spelling: str) -> str:
