@@ -37,6 +37,7 @@ def connect(address: str | None, *, platform_key: str | None, device: str, capac
     """Join the cluster at `address` ("auto", "HOST:PORT"), or with None or "local" start one on
     this machine that advertises `platform_key` (default: this machine's for `device`), with
     dashboard on 127.0.0.1 and token authentication on, and at least `capacity` logical CPUs.
+    For a CUDA `device` the local cluster has the GPUs torch sees (`local_gpus`), each trial's to hold.
     A local cluster refuses `RAY_AUTH_MODE=disabled` (UsageError, one line naming the risk), and
     its token file is made 0600 in a 0700 folder (`_private_token`)."""
     import ray
@@ -59,12 +60,24 @@ def connect(address: str | None, *, platform_key: str | None, device: str, capac
         # than killing and restarting them between trials.
         _refuse_disabled_auth()
         with _neutral_directory() as driver_dir, _private_token():
-            ray.init(address="local", num_cpus=max(os.cpu_count() or 1, capacity),
+            ray.init(address="local", num_cpus=max(os.cpu_count() or 1, capacity), num_gpus=local_gpus(device),
                      resources={platform_resource(platform_key): 1.0},
                      include_dashboard=None, dashboard_host="127.0.0.1", **quiet)
         return RaySession(owns_cluster=True, driver_dir=driver_dir)
     finally:
         auth_log.setLevel(previous)
+
+
+def local_gpus(device: str) -> int | None:
+    """The GPUs a local cluster for `device` has: for CUDA, those torch sees in this process (after
+    CUDA_VISIBLE_DEVICES), which the trials measure on; None (Ray's own count) otherwise. Ray counts
+    GPUs through NVML, and where that finds none (no libnvidia-ml in a container) no trial, which
+    holds a whole GPU, would ever start: the search would wait forever."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def _refuse_disabled_auth() -> None:

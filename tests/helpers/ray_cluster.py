@@ -50,8 +50,10 @@ class LocalCluster:
         """Set these (with monkeypatch) before `start_head`: the token and this cluster's RAY_TMPDIR."""
         return {**auth_env(self.token), "RAY_TMPDIR": str(self.root), "RAY_USAGE_STATS_ENABLED": "0"}
 
-    def start_head(self, *, num_cpus: float = 1, resources: dict[str, float] | None = None) -> Any:
-        """Start the head node (a `ray._private.node.Node`) and wait until it accepts nodes and drivers."""
+    def start_head(self, *, num_cpus: float = 1, resources: dict[str, float] | None = None,
+                   num_gpus: int = 0) -> Any:
+        """Start the head node (a `ray._private.node.Node`) and wait until it accepts nodes and drivers.
+        `num_gpus`: logical GPUs, which Ray assigns to tasks and names in their CUDA_VISIBLE_DEVICES."""
         from ray._raylet import Config
         from ray.cluster_utils import Cluster
 
@@ -61,7 +63,7 @@ class LocalCluster:
         Config.initialize("")   # Ray read RAY_AUTH_MODE when first imported; these nodes start in this process
         (self.root / "ray").mkdir(exist_ok=True)
         self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": num_cpus, "resources": resources or {}, "include_dashboard": False})
+            "num_cpus": num_cpus, "num_gpus": num_gpus, "resources": resources or {}, "include_dashboard": False})
         return self.cluster.head_node
 
     def add_node(self, *, num_cpus: float = 1, resources: dict[str, float] | None = None) -> Any:

@@ -92,7 +92,7 @@ def _call(call: Callable[[Any], Any], fn: Any, times: int, device: str) -> None:
     for _ in range(times):
         call(fn)
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)      # the model's own GPU, not the current one (cuda:0)
 
 
 def _self_times(call: Callable[[Any], Any], fn: Any, calls: int, device: str) -> dict[str, float]:
