@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["warm_compiler"]
+__all__ = ["fx_cache_counts", "served_from_cache", "warm_compiler"]
 
 _warmed: dict[str, float] = {}      # device -> seconds the probe took in this process
 
@@ -49,3 +49,17 @@ def warm_compiler(loaded: Any) -> float:
     device_sync(device)()
     _warmed[device] = time.perf_counter() - start
     return _warmed[device]
+
+
+def fx_cache_counts() -> tuple[int, int]:
+    """Inductor's FX graph cache (hits, misses) in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+
+
+def served_from_cache(before: tuple[int, int], after: tuple[int, int]) -> bool | None:
+    """Whether the compiles between two `fx_cache_counts` were all cache hits: True, any miss: False,
+    no lookup at all (eager, a bypass): None."""
+    hits, misses = after[0] - before[0], after[1] - before[1]
+    return False if misses else True if hits else None

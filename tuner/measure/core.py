@@ -17,19 +17,18 @@ import socket
 import statistics
 import time
 import traceback
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from tuner.measure.accuracy import FRESH_INPUT_SETS, accuracy_problem
+from tuner.measure.prepared import Rejected, Runner
 from tuner.measure.device import allocated_bytes, call_peak_mb, checked_calls, device_sync, select
 from tuner.measure.verify import compare_gradients, compare_outputs, verify_outputs
 from tuner.precision import FP32
 from tuner.trial import (MeasureSpec, Measurement, RoundPruner, RoundValues, Status, TrialRequest, calibrate,
                          interleaved_rounds, median_and_iqr, paired_speedup, time_samples)
 
-__all__ = ["Rejected", "Runner", "calibrate", "check_precision", "compare_gradients", "compare_outputs",
+__all__ = ["Rejected", "Runner", "calibrate", "compare_gradients", "compare_outputs",
            "median_and_iqr", "prepare", "prepare_training", "run_trial", "time_samples"]
 CANDIDATE, BASELINE = "candidate", "default"
 LATER_CALLS = 2     # after the first: cudagraph trees record on the 2nd call and replay from the 3rd
@@ -125,37 +124,6 @@ def apply_threads(spec: MeasureSpec) -> int:
     return torch.get_num_threads()
 
 
-@dataclass(frozen=True, eq=False)
-class Runner:
-    """A model file's model, compiled as asked and verified against eager: ready to time.
-
-    `call` runs it once on the file's inputs, `sync` waits for its device, `compile_s` is its
-    first call (tracing, compiling and one run; None for eager). `note` is the accuracy measured
-    for a precision other than fp32 (None otherwise).
-    """
-
-    call: Callable[[], Any]
-    sync: Callable[[], None]
-    device: str
-    compile_s: float | None
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """A config that cannot be timed: its first call failed (COMPILE_ERROR or RUNTIME_ERROR, CRASHED
-    when it ran out of memory, then `out_of_memory`; `message` is the headline, then the traceback)
-    or its output differs from eager (WRONG_RESULT)."""
-
-    status: Status
-    message: str
-    out_of_memory: bool = False
-
-    @property
-    def headline(self) -> str:
-        return self.message.partition("\n")[0]
-
-
 def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Runner | Rejected:
     """The one way a trial and the confirmation get a config ready to time.
 
@@ -169,13 +137,14 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     graph; the replays are what is timed and what users get) and compares every call's output
     with the reference. A failing call (an asynchronous CUDA error included) or a mismatch is a
     `Rejected`; a broken model file or unknown knobs raise (the caller's boundary records them).
-    A precision other than fp32 is checked by `check_precision` instead of the gate.
+    A precision other than fp32 is checked by `tuner.measure.precision_check.check_precision` instead of the gate.
     With `spec.mode` "train" it is `prepare_training` (the Runner times whole training steps).
     """
     from tuner.inductor import compile_config, compile_model, gemm_choices, triton_choices
     from tuner.measure.compile_cap import capped
     from tuner.measure.compile_time import warm_compiler
     from tuner.measure.node_lock import compile_lock, reference_lock
+    from tuner.measure.precision_check import check_precision
     from tuner.measure.references import output_references
     from tuner.workload import TRAIN, flatten_outputs, load_model_file
 
@@ -208,7 +177,10 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return rejected(exc, spec)
     if precision != FP32:
-        note = check_precision(spec, loaded, model, reference, [first, *later], precision)
+        try:
+            note = check_precision(spec, loaded, model, reference, [first, *later], precision)
+        except Exception as exc:  # failing on fresh inputs: a value, like a failing first call
+            return rejected(exc, spec)
         if isinstance(note, Rejected):
             return note
     else:
@@ -283,49 +255,6 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
                   device=loaded.device, compile_s=None if params is None else compile_s)
 
 
-def check_precision(spec: MeasureSpec, loaded: Any, model: Any, reference: list[torch.Tensor],
-                    calls: list[list[torch.Tensor]], precision: str) -> str | Rejected:
-    """The accuracy constraint of a candidate in reduced `precision`: on the file's inputs (each of
-    `calls`, the first call's outputs and the later ones' (cudagraph replays), against `reference`)
-    and on FRESH_INPUT_SETS more input sets (`get_inputs()` under the seeds
-    after `spec.seed`), the norm-wise relative error against the fp32 eager output
-    (`tuner.measure.accuracy.relative_error`) must stay within `spec.tolerance`. Returns the line that
-    reports the error measured, or a WRONG_RESULT `Rejected` that says it (a call that fails on
-    fresh inputs is rejected like a failing first call)."""
-    from tuner.measure.node_lock import compile_lock
-    from tuner.workload import flatten_outputs
-
-    tolerance = spec.tolerance
-    if tolerance is None:
-        return Rejected(Status.WRONG_RESULT, f"precision {precision} needs an accuracy tolerance; "
-                                             f"search with --tolerance (e.g. --tolerance 1e-2)")
-    problem, worst, seen = None, 0.0, 0
-    for got in calls:                 # the file's inputs: the first call, then the later ones
-        (problem, error), seen = accuracy_problem(reference, got), seen + 1
-        worst = max(worst, error)
-        if problem is not None or worst > tolerance:
-            break
-    sets = 1
-    with torch.no_grad(), compile_lock(loaded.device):
-        while problem is None and worst <= tolerance and sets <= FRESH_INPUT_SETS:
-            fresh = loaded.with_inputs(spec.seed + sets)
-            expected = [t.clone() for t in flatten_outputs(fresh.call())]
-            try:
-                got = flatten_outputs(fresh.call(model))
-            except Exception as exc:  # a config that fails is a value, as the module docstring says
-                return rejected(exc, spec)
-            problem, error = accuracy_problem(expected, got)
-            worst, sets = max(worst, error), sets + 1
-    where = f"on {sets} input set{'s' if sets > 1 else ''}"
-    where = f"call {seen} on the file's inputs, after a first that matched" if sets == 1 and seen > 1 else where
-    if problem is not None:
-        return Rejected(Status.WRONG_RESULT, f"precision {precision}: {problem} ({where})")
-    if worst > tolerance:
-        return Rejected(Status.WRONG_RESULT, f"precision {precision}: max relative error {worst:.3g} exceeds "
-                                             f"--tolerance {tolerance:g} ({where})")
-    return f"precision {precision}: max relative error {worst:.3g} within --tolerance {tolerance:g} ({where})"
-
-
 def run_trial(request: TrialRequest) -> Measurement:
     """Compile the request's candidate, verify it against eager, and time it.
 
@@ -349,6 +278,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     with the pairing of the rounds it ran.
     """
     from tuner.measure.compile_cap import armed
+    from tuner.measure.compile_time import fx_cache_counts, served_from_cache
     from tuner.measure.node_lock import measure_lock
 
     spec = request.spec
@@ -357,7 +287,7 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     began = time.perf_counter()
     # The default compile goes first, compiled and called before the candidate exists: state a
     # candidate's compile sets up once per process (freezing's passes) then cannot slow it.
-    before = _fx_cache_counts()
+    before = fx_cache_counts()
     baseline = prepare(spec, ())
     if isinstance(baseline, Rejected):
         if not request.params:          # the defaults' own trial: its failure is its own
@@ -368,10 +298,10 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
     # The defaults' own trial times its runner against itself: the ratio shows the noise. Only
     # the candidate's compile is capped (tuner.measure.compile_cap), never the baseline's.
     if request.params:
-        before = _fx_cache_counts()
+        before = fx_cache_counts()
     with armed(request.compile_cap):
         runner = prepare(spec, request.params) if request.params else baseline
-    cached = _served_from_cache(before, _fx_cache_counts())
+    cached = served_from_cache(before, fx_cache_counts())
     if isinstance(runner, Rejected):
         return Measurement.failed(runner.status, runner.message, worker)
     pruner = RoundPruner(request.pruning) if request.pruning is not None else None
@@ -398,16 +328,3 @@ def _measure(request: TrialRequest, worker: str) -> Measurement:
                        baseline_compile_s=paired_compile_s, measure_s=time.perf_counter() - timing,
                        compile_cached=cached)
 
-
-def _fx_cache_counts() -> tuple[int, int]:
-    """Inductor's FX graph cache (hits, misses) in this process so far."""
-    from torch._dynamo.utils import counters
-
-    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
-
-
-def _served_from_cache(before: tuple[int, int], after: tuple[int, int]) -> bool | None:
-    """Whether the compiles between two `_fx_cache_counts` were all cache hits: True, any miss: False,
-    no lookup at all (eager, a bypass): None."""
-    hits, misses = after[0] - before[0], after[1] - before[1]
-    return False if misses else True if hits else None
