@@ -29,6 +29,19 @@ import pytest
 pytest.register_assert_rewrite("helpers")   # tests/helpers/: its asserts (and exchange_data, a plugin) explain failures
 
 
+def _share_inductor_cache() -> None:
+    """Name Inductor's own default cache folder for every search the tests start: a search otherwise
+    gives its trials a fresh cache folder of their own (tuner/workers/caches.py), and each test's
+    first compiles would then be full C++ builds (28-45 s here) instead of the hits the suite's
+    other searches left. A user's TORCHINDUCTOR_CACHE_DIR is honoured the same way."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+
+
+_share_inductor_cache()
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_restored() -> Iterator[None]:
     """Put torch's thread count back after each test: a trial measured in the test process sets it

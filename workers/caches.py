@@ -12,6 +12,11 @@ from an empty cache, so its first trials measure real compiles, no artifact of a
 of another user's run can reach it, and nothing grows without bound. A resumed search pays its
 first compiles again, the cost of that guarantee. A Ray node makes the folder under its own
 temporary folder (`ray_cache_root`), named after the search; the driver's machine removes its own.
+
+Where the user named Inductor's cache folder (`TORCHINDUCTOR_CACHE_DIR` set in the environment
+the search starts from), the trials use that folder instead (`search_cache_env`): it is the
+user's choice, shared with their own compiles and with their other searches (a resumed or
+repeated search then starts from hits). The cache key still keeps configs apart.
 """
 from __future__ import annotations
 
@@ -30,3 +35,10 @@ def cache_env(folder: str, base: Mapping[str, str] | None = None) -> dict[str, s
     inductor.mkdir(parents=True, exist_ok=True)
     triton.mkdir(parents=True, exist_ok=True)
     return {**(os.environ if base is None else base), INDUCTOR_CACHE: str(inductor), TRITON_CACHE: str(triton)}
+
+
+def search_cache_env(folder: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a search's trial processes: `cache_env(folder, base)`, or `base` (None: this
+    process's environment) as it is where it already names Inductor's cache folder."""
+    env = dict(os.environ if base is None else base)
+    return env if env.get(INDUCTOR_CACHE) else cache_env(folder, env)

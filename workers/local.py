@@ -16,7 +16,7 @@ import signal
 import tempfile
 
 from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, TrialRequest
-from tuner.workers.caches import cache_env
+from tuner.workers.caches import search_cache_env
 from tuner.workers.isolation import confirm_isolated, run_isolated
 from tuner.workers.spares import SparePool
 
@@ -31,7 +31,7 @@ class LocalExecutor:
     def __init__(self, *, workers: int = 1, scratch: str | None = None, warm: bool = True):
         self.capacity = workers
         self._root = tempfile.mkdtemp(prefix="tuner-local-", dir=scratch)
-        self._env = cache_env(os.path.join(self._root, "cache"))
+        self._env = search_cache_env(os.path.join(self._root, "cache"))
         self._spares = SparePool(os.path.join(self._root, "spares"), size=workers) if warm else None
         if self._spares is not None:
             self._spares.fill(self._env)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 from tuner.errors import UsageError
 from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement, Status,
                          TrialRequest)
-from tuner.workers.caches import cache_env
+from tuner.workers.caches import search_cache_env
 from tuner.workers.isolation import confirm_isolated, run_isolated
 from tuner.workers.placement import platform_resource, trial_resources
 from tuner.workers.spares import process_spares
@@ -52,7 +52,7 @@ def measure_on_node(request: TrialRequest, *, cache: str | None = None, warm: bo
 def node_env(spec: MeasureSpec, cache: str | None) -> dict[str, str] | None:
     """`trial_env`, with the search's compile caches in `cache` on this node (None: Inductor's own)."""
     env = trial_env(spec)
-    return env if cache is None else cache_env(cache, env)
+    return env if cache is None else search_cache_env(cache, env)
 
 
 def trial_env(spec: MeasureSpec) -> dict[str, str] | None:

@@ -42,3 +42,13 @@ def test_two_configs_in_one_cache_folder_get_their_own_artifacts(tmp_path: Path)
     assert narrow["code"] != default["code"]                 # 128-bit vectors: other generated code
     assert (again["hit"], again["miss"]) == (1, 0) and again["code"] == default["code"]
     assert any(Path(env[INDUCTOR_CACHE]).rglob("*.py"))      # the artifacts went to the shared folder
+
+
+def test_a_cache_folder_the_user_named_is_the_one_trials_use(tmp_path: Path) -> None:
+    """TORCHINDUCTOR_CACHE_DIR in the search's environment is kept; without it the search's own folder."""
+    from tuner.workers.caches import search_cache_env
+
+    mine = {INDUCTOR_CACHE: str(tmp_path / "mine"), "OTHER": "1"}
+    assert search_cache_env(str(tmp_path / "search"), mine) == mine
+    env = search_cache_env(str(tmp_path / "search"), {"OTHER": "1"})
+    assert env[INDUCTOR_CACHE].startswith(str(tmp_path / "search")) and env["OTHER"] == "1"

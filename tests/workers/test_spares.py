@@ -129,8 +129,9 @@ def test_a_spare_of_another_environment_is_not_used(tmp_path: Path) -> None:
         pool.close()
 
 
-def test_cancel_and_close_kill_the_spares(tmp_path: Path) -> None:
+def test_cancel_and_close_kill_the_spares(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """...and the executor's spares compile into its search's cache folder, which goes at close."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)    # the suite names one (tests/conftest.py)
     executor = LocalExecutor(workers=1, scratch=str(tmp_path))
     try:
         (first,) = spare_pids(executor._spares)
