@@ -3,7 +3,10 @@
 The eager reference is always right; while Dynamo traces `forward`, the fault is traced in:
 - abort: os.abort() (the trial process dies of SIGABRT -> crashed)
 - exit: os._exit(3) (-> crashed, "status 3")
-- hang: sleeps far past any deadline (-> timeout)
+- hang: sleeps far past any deadline (-> timeout), in the compiled call: under the node's compile
+  lock, held shared, so another trial's timed section waits for the deadline too
+- stall: sleeps far past any deadline while the file loads for the candidate, before any lock is
+  taken (-> timeout; what a test of trials in flight wants: the others carry on)
 - raise: RuntimeError("injected fault ...") from the first call (-> runtime_error)
 - nan: the compiled output is NaN (-> wrong_result)
 
@@ -49,6 +52,8 @@ def _draw(plan):
 
 if FAULT is None:
     FAULT = _planned()
+if FAULT == "stall":
+    time.sleep(10_000)
 
 
 @torch.compiler.disable

@@ -294,7 +294,7 @@ SIGNALS = {
 @pytest.mark.slow
 def test_ctrl_c_cancels_the_trials_in_flight_and_resume_finishes(tmp_path: Path) -> None:
     env = cli_env(TUNER_DB=f"sqlite:///{tmp_path / 't.db'}",
-                  FAULTY_MLP_PLAN=fault_plan(tmp_path / "loads", [None, None, "hang", "hang"]))
+                  FAULTY_MLP_PLAN=fault_plan(tmp_path / "loads", [None, None, "stall", "stall"]))
     interrupt_then_resume(tmp_path, env, SIGNALS["ctrl-c"], "--executor", "local")
 
 
@@ -307,7 +307,7 @@ def test_sigterm_under_ray_cancels_its_tasks_and_leaves_no_ray_process(tmp_path:
 
     ray_tmp = tempfile.mkdtemp(prefix="tuner-ray-", dir="/tmp")     # short: Ray's socket paths have a limit
     env = cli_env(TUNER_DB=f"sqlite:///{tmp_path / 't.db'}", RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0",
-                  FAULTY_MLP_PLAN=fault_plan(tmp_path / "loads", [None, None, "hang", "hang"]), **auth_env())
+                  FAULTY_MLP_PLAN=fault_plan(tmp_path / "loads", [None, None, "stall", "stall"]), **auth_env())
     env.pop("RAY_ADDRESS", None)
     try:
         interrupt_then_resume(tmp_path, env, SIGNALS["sigterm"], "--executor", "ray")
