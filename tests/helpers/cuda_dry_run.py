@@ -208,13 +208,14 @@ def _placement(torch: Any) -> None:
     real_to, real_empty = torch.Tensor.to, torch.empty
 
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        copy = kwargs.pop("copy", False)        # Tensor.to's own; the parser is Module.to's, without it
         device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
         index = _gpu(device)
         if index is None:
-            return real_to(self, *args, **kwargs)
+            return real_to(self, *args, copy=copy, **kwargs)
         _count(index, self.nbytes, "to")
         return real_to(self, "cpu", dtype if dtype is not None else self.dtype, non_blocking,
-                       kwargs.get("copy", False), memory_format=memory_format or torch.preserve_format)
+                       copy, memory_format=memory_format or torch.preserve_format)
 
     def empty(*size: Any, device: Any = None, **kwargs: Any) -> Any:
         index = _gpu(device)
