@@ -20,6 +20,8 @@ import json, os, sys, time
 from tuner.measure.node_lock import Slot, device_slot, hold_for_timing
 device = sys.argv[1]
 slot = device_slot(device) if device.startswith("cuda") else Slot("gpu-" + device)
+print("ready", flush=True)
+sys.stdin.readline()        # all start together: imports take seconds on a loaded host
 with hold_for_timing(slot):
     start = time.time()
     cores = sorted(os.sched_getaffinity(0))
@@ -34,10 +36,18 @@ def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _hold_all(check: Any, devices: list[str]) -> list[dict[str, Any]]:
-    """Each of `devices` in a process of its own, all started at once, holding its GPU's lock."""
+    """Each of `devices` in a process of its own, released at once when all have imported, holding
+    its GPU's lock."""
     program = PROGRAM.format(hold=HOLD_S)
-    procs = [subprocess.Popen(check.python("-c", program, device), stdout=subprocess.PIPE, text=True,
-                              env=check.env, cwd=check.run_dir) for device in devices]
+    procs = [subprocess.Popen(check.python("-c", program, device), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=check.env, cwd=check.run_dir)
+             for device in devices]
+    for p in procs:         # each has imported and named its lock: release them at once
+        if p.stdout.readline().strip() != "ready":
+            raise AssertionError(f"a lock holder exited before it was ready (exit {p.wait(timeout=60)})")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     held = [json.loads(p.communicate(timeout=60 + 2 * HOLD_S * len(devices))[0].strip().splitlines()[-1])
             for p in procs]
     t0 = min(h["start"] for h in held)

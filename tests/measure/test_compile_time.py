@@ -5,6 +5,8 @@ compiled first: a trial's default compile (its candidate then looked cheap), the
 trial, a confirmation's first variant. Now a probe pays it before the first measured compile."""
 from __future__ import annotations
 
+import pytest
+
 from helpers import MODELS
 from tuner.measure import Runner, prepare
 from tuner.measure import compile_time
@@ -12,9 +14,13 @@ from tuner.trial import MeasureSpec
 from tuner.workload import load_model_file
 
 
-def test_the_compiler_is_warmed_once_before_the_first_measured_compile() -> None:
+def test_the_compiler_is_warmed_once_before_the_first_measured_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
+    # as in a fresh process: another test in this worker may have warmed the probe, and a later
+    # torch._dynamo.reset() dropped its cache entry
+    monkeypatch.setattr(compile_time, "_warmed", {})
+    torch._dynamo.reset()
     eager = prepare(MeasureSpec(str(MODELS / "tiny_mlp.py")), None)     # compiles nothing, so warms nothing
     assert isinstance(eager, Runner) and eager.compile_s is None
     compiled = prepare(MeasureSpec(str(MODELS / "tiny_mlp.py")), ())

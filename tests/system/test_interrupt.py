@@ -152,11 +152,21 @@ def test_cancel_and_close_kill_trial_and_confirmation_processes(tmp_path: Path) 
         for path in tmp_path.glob("pid-*"):
             path.unlink()
         main = threading.main_thread().ident
-        interrupt = threading.Thread(target=lambda: (started(tmp_path, 1), signal.pthread_kill(main, signal.SIGINT)))
+        late: list[BaseException] = []
+
+        def interrupt_once_loaded() -> None:
+            try:
+                started(tmp_path, 1)
+            except AssertionError as exc:       # still interrupt: the test fails now, not at the 600 s timeout
+                late.append(exc)
+            signal.pthread_kill(main, signal.SIGINT)
+
+        interrupt = threading.Thread(target=interrupt_once_loaded)
         interrupt.start()
         with pytest.raises(KeyboardInterrupt):      # Ctrl-C while the confirmation runs here
             executor.run_confirmation(ConfirmRequest(spec=spec, variants=(("default", ()),), rounds=2))
         interrupt.join()
+        assert not late, f"the confirmation process never loaded the model: {late[0]}"
         pids = started(tmp_path, 1)
         assert all(alive(pid) for pid in pids)      # nothing stops it but close
     finally:
