@@ -83,7 +83,7 @@ def section_harvest(check: Any) -> list[str]:
     script.write_text(PROGRAM.format(model=model, db=url, out=str(out)))
     env = {**check.env, "TORCHINDUCTOR_CACHE_DIR": str(check.run_dir / "inductor-cache-b")}
     done = subprocess.run(check.python(str(script)), cwd=check.run_dir, env=env, capture_output=True, text=True,
-                          timeout=max(30.0, check.left() - 30))
+                          timeout=max(10.0, check.left() - 5))   # what the section has left, a margin to report
     for line in done.stderr.splitlines():
         if line.startswith("LOG tuner"):
             print(f"  B | {line}")

@@ -39,7 +39,25 @@ def _share_inductor_cache() -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
 
 
-_share_inductor_cache()
+def _temp_folder_per_worker() -> None:
+    """Give each pytest-xdist worker a temp folder of its own (TMPDIR), as if it ran on a machine of
+    its own. The node's locks live in the temp folder (tuner/measure/node_lock.py), and with one
+    folder the two workers' tests held each other back: a timed section of one waited for the
+    other's compiles, and a faulty trial's hang holds the compile lock until its --timeout (seen:
+    two lock holders released together, one of them 1.8 s late). Their local Ray sessions part too.
+    Made like /tmp (world-writable, sticky): the postgres user makes its data folder in it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    folder = Path(tempfile.gettempdir()) / f"tuner-tests-{worker}"
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o1777)
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None         # gettempdir() reads TMPDIR again
+
+
+_share_inductor_cache()           # first: the cache folder stays the one both workers share
+_temp_folder_per_worker()
 
 
 @pytest.fixture(autouse=True)

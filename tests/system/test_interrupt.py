@@ -151,22 +151,31 @@ def test_cancel_and_close_kill_trial_and_confirmation_processes(tmp_path: Path) 
 
         for path in tmp_path.glob("pid-*"):
             path.unlink()
-        main = threading.main_thread().ident
-        late: list[BaseException] = []
+        main = threading.main_thread()
+        late: list[str] = []
+        interrupted = threading.Event()
 
         def interrupt_once_loaded() -> None:
             try:
                 started(tmp_path, 1)
             except AssertionError as exc:       # still interrupt: the test fails now, not at the 600 s timeout
-                late.append(exc)
-            signal.pthread_kill(main, signal.SIGINT)
+                late.append(f"the confirmation process never loaded the model: {exc}")
+            signal.pthread_kill(main.ident, signal.SIGINT)
+            if not interrupted.wait(30):        # never seen: say why, and let the test end
+                status = Path(f"/proc/self/task/{main.native_id}/status").read_text()
+                late.append("SIGINT did not interrupt the main thread within 30 s: "
+                            + ", ".join(line for line in status.splitlines() if line.startswith("Sig")))
+                executor.close()
 
         interrupt = threading.Thread(target=interrupt_once_loaded)
         interrupt.start()
-        with pytest.raises(KeyboardInterrupt):      # Ctrl-C while the confirmation runs here
-            executor.run_confirmation(ConfirmRequest(spec=spec, variants=(("default", ()),), rounds=2))
-        interrupt.join()
-        assert not late, f"the confirmation process never loaded the model: {late[0]}"
+        try:
+            with pytest.raises(KeyboardInterrupt):      # Ctrl-C while the confirmation runs here
+                executor.run_confirmation(ConfirmRequest(spec=spec, variants=(("default", ()),), rounds=2))
+        finally:
+            interrupted.set()
+            interrupt.join()
+        assert not late, "; ".join(late)
         pids = started(tmp_path, 1)
         assert all(alive(pid) for pid in pids)      # nothing stops it but close
     finally:
@@ -260,7 +269,13 @@ def interrupt_then_resume(tmp_path: Path, env: dict[str, str], send, *flags: str
         before = dump(url)
         send(proc.pid)
         start = time.monotonic()
-        code = proc.wait(timeout=120)
+        try:
+            code = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            ps = subprocess.run(["ps", "-eo", "pid,ppid,sess,stat,etime,args"], capture_output=True, text=True).stdout
+            mine = "\n".join(line for line in ps.splitlines() if f" {proc.pid} " in line)
+            raise AssertionError(f"the search did not end within 120 s of the signal; its processes:\n{mine}\n"
+                                 f"{(tmp_path / 'err.txt').read_text()[-3000:]}") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
