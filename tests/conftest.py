@@ -60,6 +60,34 @@ _share_inductor_cache()           # first: the cache folder stays the one both w
 _temp_folder_per_worker()
 
 
+def _sigint_state() -> tuple[object, bool]:
+    """The main thread's SIGINT handler and whether SIGINT is blocked there."""
+    import signal
+
+    return signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+@pytest.fixture(autouse=True)
+def _sigint_restored(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Undo a SIGINT handler or mask a test leaves behind, and say which test left it. A worker
+    whose SIGINT was ignored or blocked passed that on to every process its later tests started
+    (the interrupt tests' searches then ignored their Ctrl-C) and turned their own Ctrl-C off."""
+    import signal
+    import threading
+    import warnings
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = _sigint_state()
+    yield
+    after = _sigint_state()
+    if after != before:
+        signal.signal(signal.SIGINT, before[0])
+        signal.pthread_sigmask(signal.SIG_BLOCK if before[1] else signal.SIG_UNBLOCK, {signal.SIGINT})
+        warnings.warn(f"{request.node.nodeid} left SIGINT {after} (was {before}); restored")
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_restored() -> Iterator[None]:
     """Put torch's thread count back after each test: a trial measured in the test process sets it
