@@ -3,11 +3,11 @@
 A spare is `python -m tuner.workers.trial_process --spare PARENT`, spawned (never forked) in its
 own session, with its own folder under the pool's root as working directory (the local
 executor's `cancel`/`close` find processes by that folder). It asks for SIGKILL when its parent
-dies, imports torch, Dynamo, Inductor and the trial code under the node's compile lock held
-shared (so never during a timed section), releases it, and blocks reading its stdin. It has run
-nothing else: no model, no tensor op, no CUDA call, no thread pool. `isolation.run_job` writes
-the job into its folder and the job's paths to its stdin; from then on it is that job's trial
-process, exactly like a cold one.
+dies, imports torch, Dynamo, Inductor and the trial code in steps, each under the node's compile
+lock held shared (so never during a timed section, which waits for one step only), and blocks
+reading its stdin. It has run nothing else: no model, no tensor op, no CUDA call, no thread pool.
+`isolation.run_job` writes the job into its folder and the job's paths to its stdin; from then on
+it is that job's trial process, exactly like a cold one.
 
 A spare's environment is fixed when it starts, so a job takes only a spare started with the
 environment it would have had itself (`env_key`); otherwise the job starts cold. Taking a spare

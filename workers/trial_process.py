@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 PR_SET_PDEATHSIG = 1
 
@@ -109,21 +110,37 @@ COMPILE_PACKAGES = ("torch._inductor.fx_passes.serialized_patterns", "torch._dyn
 
 
 def import_for_trials() -> None:
-    """Import SPARE_IMPORTS and COMPILE_IMPORTS and run `prime_compiler`, under the node's compile lock
-    held shared (never during another process's timed section). Runs no model, no tensor op, no CUDA call, and starts no thread pool."""
+    """Import SPARE_IMPORTS, then `compile_imports()`, then run `prime_compiler`'s steps, each step
+    under the node's compile lock held shared and the lock taken again for the next: never during
+    another process's timed section, and a trial that reaches its timed section while a spare
+    imports waits for the step under way (the longest, `import torch`, about 2.4 s here), not for
+    the whole import (5 s or more; held whole, the MLP's warm trials waited a median 4.5 s for
+    their timed section). Runs no model, no tensor op, no CUDA call, and starts no thread pool."""
     import importlib
 
     from tuner.measure import node_lock     # loads no torch
 
-    with node_lock.hold_for_compile(node_lock.Slot()):
-        for name in SPARE_IMPORTS:
+    def step(action: Callable[[], object]) -> None:
+        with node_lock.hold_for_compile(node_lock.Slot()):
+            action()
+
+    for name in SPARE_IMPORTS:
+        step(lambda name=name: importlib.import_module(name))
+    names: list[str] = []
+    step(lambda: names.extend(compile_imports()))
+    step(lambda: _import_present(names))
+    for action in PRIME_STEPS:
+        step(action)
+
+
+def _import_present(names: list[str]) -> None:
+    import importlib
+
+    for name in names:
+        try:
             importlib.import_module(name)
-        for name in compile_imports():
-            try:
-                importlib.import_module(name)
-            except Exception:       # not in this torch release or platform (e.g. no torch.distributed):
-                pass                # its first compile imports what it has, as before
-        prime_compiler()
+        except Exception:       # not in this torch release or platform (e.g. no torch.distributed):
+            pass                # its first compile imports what it has, as before
 
 
 def compile_imports() -> list[str]:
@@ -141,6 +158,30 @@ def compile_imports() -> list[str]:
     return names
 
 
+def _torch_key() -> None:
+    from torch._inductor import codecache
+
+    codecache.torch_key()
+
+
+def _triton_key() -> None:
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:             # no Triton: Inductor's CPU path does not ask for its key either
+        return
+    triton_key()
+
+
+def _vec_isa() -> None:
+    from torch._inductor import cpu_vec_isa
+
+    cpu_vec_isa.pick_vec_isa()
+
+
+# `prime_compiler`'s steps, each cached for the life of the process.
+PRIME_STEPS: tuple[Callable[[], None], ...] = (_torch_key, _triton_key, _vec_isa)
+
+
 def prime_compiler() -> None:
     """Do ahead of the job what the first Inductor compile of every process does once, whatever the
     model: hash torch's and Triton's sources (part of every cache key; `torch_key`, `triton_key`)
@@ -148,16 +189,8 @@ def prime_compiler() -> None:
     program). Measured here: 1.8-2.1 s, which took a first compile from 3.3-3.9 s to 0.4-0.5 s on a
     cache hit. It reads files and runs the C++ compiler on its test program: no model, tensor op,
     CUDA call or thread pool. All three are cached for the life of the process."""
-    from torch._inductor import codecache, cpu_vec_isa
-
-    codecache.torch_key()
-    try:
-        from triton.runtime.cache import triton_key
-    except ImportError:             # no Triton: Inductor's CPU path does not ask for its key either
-        pass
-    else:
-        triton_key()
-    cpu_vec_isa.pick_vec_isa()
+    for action in PRIME_STEPS:
+        action()
 
 
 def spare_main(parent_pid: int) -> int:
