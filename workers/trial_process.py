@@ -84,7 +84,7 @@ SPARE_IMPORTS = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "tuner.
 # What the first Inductor compile of a process imports lazily, found by listing the modules a process
 # that had imported SPARE_IMPORTS gained over its first compile (torch 2.13). Imported ahead when
 # present: another torch release may lack some. Measured: the compiler probe that precedes a
-# process's first measured compile (tuner/measure/compile_time.py) 0.90 s -> 0.56 s on a cache hit.
+# process's first measured compile (tuner/measure/compile_time.py) 0.86-0.90 s -> 0.50-0.54 s on a cache hit.
 COMPILE_IMPORTS = ("torch._dynamo.backends.inductor", "torch._inductor.choices", "torch._inductor.bounds",
                    "torch._inductor.hooks", "torch._inductor.kernel_template_choice",
                    "torch._inductor.codegen.cpp_wrapper_cpu_array_ref", "torch._inductor.codegen.memory_planning",
