@@ -30,20 +30,32 @@ def parse_params(text: str) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(out))
 
 
+def candidate_arguments(parser: argparse.ArgumentParser, model: Path) -> None:
+    """The options this script and bench/warm_fidelity.py share: the model, the candidate, the rounds."""
+    parser.add_argument("--model", default=str(model))
+    parser.add_argument("--params", default="freezing=true", help="the candidate: name=json,... (default freezing)")
+    parser.add_argument("--repeat", type=int, default=20, help="a trial's rounds at most")
+    parser.add_argument("--rounds", type=int, default=20, help="a confirmation's rounds")
+    parser.add_argument("--timeout", type=float, default=1200.0)
+
+
+def candidate_spec(args: argparse.Namespace) -> tuple[object, tuple[tuple[str, object], ...]]:
+    """The MeasureSpec and the candidate's params those options name."""
+    from tuner.trial import MeasureSpec
+
+    spec = MeasureSpec(str(Path(args.model).resolve()), repeat=args.repeat, timeout_s=args.timeout)
+    return spec, parse_params(args.params)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(ROOT / "examples" / "convnet.py"))
-    parser.add_argument("--params", default="freezing=true", help="the candidate: name=json,... (default freezing)")
-    parser.add_argument("--repeat", type=int, default=20, help="the trial's rounds at most")
-    parser.add_argument("--rounds", type=int, default=20, help="the confirmation's rounds")
-    parser.add_argument("--timeout", type=float, default=1200.0)
+    candidate_arguments(parser, ROOT / "examples" / "convnet.py")
     args = parser.parse_args(argv)
 
-    from tuner.trial import ConfirmRequest, ConfirmResult, MeasureSpec, TrialRequest, speedup
+    from tuner.trial import ConfirmRequest, ConfirmResult, TrialRequest, speedup
     from tuner.workers import get_executor
 
-    params = parse_params(args.params)
-    spec = MeasureSpec(str(Path(args.model).resolve()), repeat=args.repeat, timeout_s=args.timeout)
+    spec, params = candidate_spec(args)
     executor = get_executor("local", workers=1)
     try:
         executor.submit(TrialRequest(spec=spec, params=params, number=1))

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from trial_vs_confirmation import parse_params  # noqa: E402
+from trial_vs_confirmation import candidate_arguments, candidate_spec  # noqa: E402
 
 MODES = ("cold", "warm")
 
@@ -70,19 +70,13 @@ def _confirmed(executors: dict, spec, params, rounds: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(ROOT / "examples" / "resnet.py"))
-    parser.add_argument("--params", default="freezing=true", help="the candidate: name=json,... (default freezing)")
+    candidate_arguments(parser, ROOT / "examples" / "resnet.py")
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=20, help="a trial's rounds at most")
-    parser.add_argument("--rounds", type=int, default=20, help="a confirmation's rounds")
-    parser.add_argument("--timeout", type=float, default=1200.0)
     args = parser.parse_args(argv)
 
-    from tuner.trial import MeasureSpec
     from tuner.workers import get_executor
 
-    params = parse_params(args.params)
-    spec = MeasureSpec(str(Path(args.model).resolve()), repeat=args.repeat, timeout_s=args.timeout)
+    spec, params = candidate_spec(args)
     executors = {mode: get_executor("local", workers=1, warm=mode == "warm") for mode in MODES}
     try:
         candidate, noise = _trials(executors, spec, params, args.pairs)

@@ -60,32 +60,33 @@ _share_inductor_cache()           # first: the cache folder stays the one both w
 _temp_folder_per_worker()
 
 
-def _sigint_state() -> tuple[object, bool]:
-    """The main thread's SIGINT handler and whether SIGINT is blocked there."""
+def _sigint_reset(when: str) -> None:
+    """Give this worker's main thread the SIGINT of a terminal's foreground job (Python's handler,
+    unblocked) if it lost it, and say so."""
     import signal
+    import warnings
 
-    return signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    state = signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    if state != (signal.default_int_handler, False):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        warnings.warn(f"SIGINT was {state} {when}; reset")
 
 
 @pytest.fixture(autouse=True)
 def _sigint_restored(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Undo a SIGINT handler or mask a test leaves behind, and say which test left it. A worker
-    whose SIGINT was ignored or blocked passed that on to every process its later tests started
-    (the interrupt tests' searches then ignored their Ctrl-C) and turned their own Ctrl-C off."""
-    import signal
+    """Each test starts and ends with the SIGINT of a foreground job, and a test (or a session
+    fixture set up for it) that changed it is named. A worker whose SIGINT was ignored or blocked
+    passed that on, through exec, to every process its later tests started (the interrupt tests'
+    searches then ignored their Ctrl-C) and turned its own Ctrl-C off."""
     import threading
-    import warnings
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = _sigint_state()
+    _sigint_reset(f"before {request.node.nodeid}")
     yield
-    after = _sigint_state()
-    if after != before:
-        signal.signal(signal.SIGINT, before[0])
-        signal.pthread_sigmask(signal.SIG_BLOCK if before[1] else signal.SIG_UNBLOCK, {signal.SIGINT})
-        warnings.warn(f"{request.node.nodeid} left SIGINT {after} (was {before}); restored")
+    _sigint_reset(f"after {request.node.nodeid}")
 
 
 @pytest.fixture(autouse=True)

@@ -110,7 +110,7 @@ COMPILE_PACKAGES = ("torch._inductor.fx_passes.serialized_patterns", "torch._dyn
 
 
 def import_for_trials() -> None:
-    """Import SPARE_IMPORTS, then `compile_imports()`, then run `prime_compiler`'s steps, each step
+    """Import SPARE_IMPORTS, then `compile_imports()`, then run PRIME_STEPS, each step
     under the node's compile lock held shared and the lock taken again for the next: never during
     another process's timed section, and a trial that reaches its timed section while a spare
     imports waits for the step under way (the longest, `import torch`, about 2.4 s here), not for
@@ -126,14 +126,13 @@ def import_for_trials() -> None:
 
     for name in SPARE_IMPORTS:
         step(lambda name=name: importlib.import_module(name))
-    names: list[str] = []
-    step(lambda: names.extend(compile_imports()))
-    step(lambda: _import_present(names))
+    step(lambda: import_present(compile_imports()))
     for action in PRIME_STEPS:
         step(action)
 
 
-def _import_present(names: list[str]) -> None:
+def import_present(names: list[str]) -> None:
+    """Import each of `names` that this torch release and platform has."""
     import importlib
 
     for name in names:
@@ -178,19 +177,13 @@ def _vec_isa() -> None:
     cpu_vec_isa.pick_vec_isa()
 
 
-# `prime_compiler`'s steps, each cached for the life of the process.
+# What the first Inductor compile of every process does once, whatever the model, done ahead of
+# the job: hash torch's and Triton's sources (part of every cache key; `torch_key`, `triton_key`)
+# and probe the C++ compiler for the CPU's vector ISA (`pick_vec_isa`, which builds a test
+# program). Measured here: 1.8-2.1 s, which took a first compile from 3.3-3.9 s to 0.4-0.5 s on a
+# cache hit. They read files and run the C++ compiler on its test program: no model, tensor op,
+# CUDA call or thread pool. Each is cached for the life of the process.
 PRIME_STEPS: tuple[Callable[[], None], ...] = (_torch_key, _triton_key, _vec_isa)
-
-
-def prime_compiler() -> None:
-    """Do ahead of the job what the first Inductor compile of every process does once, whatever the
-    model: hash torch's and Triton's sources (part of every cache key; `torch_key`, `triton_key`)
-    and probe the C++ compiler for the CPU's vector ISA (`pick_vec_isa`, which builds a test
-    program). Measured here: 1.8-2.1 s, which took a first compile from 3.3-3.9 s to 0.4-0.5 s on a
-    cache hit. It reads files and runs the C++ compiler on its test program: no model, tensor op,
-    CUDA call or thread pool. All three are cached for the life of the process."""
-    for action in PRIME_STEPS:
-        action()
 
 
 def spare_main(parent_pid: int) -> int:

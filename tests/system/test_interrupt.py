@@ -136,17 +136,6 @@ def started(folder: Path, count: int, timeout_s: float = 120) -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the executor finds its processes in /proc")
 def test_cancel_and_close_kill_trial_and_confirmation_processes(tmp_path: Path) -> None:
-    # Ctrl-C raises here as in a terminal, whatever an earlier test of this worker left (conftest.py)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    try:
-        cancel_then_interrupt_the_confirmation(tmp_path)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-def cancel_then_interrupt_the_confirmation(tmp_path: Path) -> None:
     model = tmp_path / "hangs.py"
     model.write_text(HANGS_AT_LOAD)
     spec = MeasureSpec(str(model), timeout_s=600)
@@ -239,16 +228,8 @@ def start_search(tmp_path: Path, env: dict[str, str], *flags: str) -> subprocess
     """`tuner search` on faulty_mlp.py as a session of its own (so it has its own process group,
     as a shell job does), its output in files."""
     command = [sys.executable, "-m", "tuner", "search", str(FAULTY), *SEARCH, *flags]
-    return subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True, preexec_fn=foreground_sigint,
+    return subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True,
                             stdout=(tmp_path / "out.txt").open("w"), stderr=(tmp_path / "err.txt").open("w"))
-
-
-def foreground_sigint() -> None:
-    """In the child: SIGINT as a terminal's foreground job has it (default, unblocked), whatever this
-    process had: an ignored or blocked SIGINT is inherited through exec, and Python then never
-    raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def wait_until_running(proc: subprocess.Popen, db: Path, tmp_path: Path, timeout_s: float = 300) -> list[int]:
