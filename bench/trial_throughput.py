@@ -5,7 +5,7 @@
 
 For each model it runs the same search (same seed, a fresh SQLite database each, the executor
 of `--executor`) once with every trial process started cold (`--cold-processes`) and once with
-spare processes that have imported already (the default), and prints per mode: trials per
+spare processes forked from a zygote that has imported (the default), and prints per mode: trials per
 minute (trials / seconds from the first trial handed over to the last one recorded; the
 confirmation is not counted), and each phase's median seconds per trial: start (job handed
 over -> trial code begins: process start and imports), load (model loads, eager references),

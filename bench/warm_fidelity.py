@@ -3,7 +3,7 @@
     python bench/warm_fidelity.py [--model examples/resnet.py] [--params freezing=true]
                                   [--pairs 3] [--repeat 20] [--rounds 20] [--timeout 1200]
 
-Two local executors, one with spares (the default) and one with every trial process started
+Two local executors, one with spares forked from a zygote (the default) and one with every trial process started
 cold (`--cold-processes`), take turns: per pair, each mode runs the candidate's trial and a
 trial of the defaults against themselves (its ratio is this protocol's noise on this machine),
 the mode that goes first alternating. Then each mode confirms the default and the candidate in

@@ -1,8 +1,8 @@
 """Run one job in a fresh, spawned Python process with a wall-clock deadline.
 
-A fresh interpreter (never a fork of a process that has loaded torch) isolates
-crashes in generated code; it may be a spare started ahead that has only imported
-(`workers/spares.py`). The job and its result travel as JSON files.
+A fresh process isolates crashes in generated code: a spawned interpreter, or a spare forked
+ahead from a zygote that has only imported (`workers/spares.py`, `workers/zygote.py`), never a
+fork of a process that has run anything. The job and its result travel as JSON files.
 A crash, a hang past the deadline, or a missing result become typed values:
 a `Measurement` for a trial, a `ConfirmFailed` for a confirmation.
 """
@@ -22,6 +22,7 @@ from typing import IO, Any, Mapping
 from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, Status, TrialRequest, exceeded,
                          out_of_memory_line)
 from tuner.workers.spares import SparePool
+from tuner.workers.zygote import Forked
 
 STDERR_TAIL = 3000
 LOADED = "tuner: the trial process has loaded torch"    # its first stderr line (workers/trial_process.py)
@@ -61,9 +62,9 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
     """Run `python -m tuner.workers.trial_process` on one job; its result JSON, or why there is none.
 
     The process runs in a scratch folder of its own, in its own session, with environment
-    `env` (None: this process's). With `spares`, a spare started with that same environment
-    takes the job (`workers/spares.py`: it has imported already); without one, or when none
-    matches, a process starts cold. The job says when it was handed over (`handed_at`, this
+    `env` (None: this process's). With `spares`, a spare forked with that same environment
+    takes the job (`workers/spares.py`: it has imported already); without one, when none
+    matches, or when its zygote died before forking it, a process starts cold. The job says when it was handed over (`handed_at`, this
     host's clock), so the trial measures its start. A `NoResult` after a death carries the exit
     status and the tail of stderr.
     """
@@ -72,14 +73,13 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
         try:
             job, result = _write_job(spare.folder, kind, payload)
             spare.proc.stdin.write(f"{job}\n{result}\n")
-            spare.proc.stdin.close()
-        except OSError:         # it died since it was taken (killed by a cancel): start cold
-            spare.kill()
-        else:
-            try:
-                return _outcome(spare.proc, spare.stderr, spare.folder, timeout_s)
-            finally:
-                spare.discard()
+            spare.proc.stdin.flush()        # kept open until it ends: a FIFO no one holds loses its data
+            outcome = _outcome(spare.proc, spare.stderr, spare.folder, timeout_s)
+        finally:
+            spare.discard()
+        if not (isinstance(outcome, NoResult) and not spare.forked()):
+            return outcome
+        # Its zygote died before forking it (killed by a cancel, or it could not import): nothing ran.
     with tempfile.TemporaryDirectory(prefix="tuner-trial-", dir=scratch) as tmp:
         job, result = _write_job(Path(tmp), kind, payload)
         with open(Path(tmp) / "stderr.txt", "w+") as err:
@@ -95,7 +95,7 @@ def _write_job(folder: Path, kind: str, payload: dict[str, Any]) -> tuple[Path, 
     return job, folder / "result.json"
 
 
-def _outcome(proc: subprocess.Popen, err: IO[str], folder: Path, timeout_s: float) -> dict[str, Any] | NoResult:
+def _outcome(proc: subprocess.Popen | Forked, err: IO[str], folder: Path, timeout_s: float) -> dict[str, Any] | NoResult:
     """Wait for a trial process that has its job: its result JSON, or why there is none."""
     try:
         code = proc.wait(timeout=timeout_s)
@@ -114,7 +114,9 @@ def _outcome(proc: subprocess.Popen, err: IO[str], folder: Path, timeout_s: floa
                     step=(step_file.read_text() or None) if step_file.exists() else None)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen | Forked) -> None:
+    if proc.pid is None:        # a spare its zygote has not forked yet: once forked, it finds no folder and exits
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:

@@ -4,7 +4,7 @@ Threads only wait on the trial processes (`run_isolated`). Each trial process le
 process group and works in a folder under this executor's scratch folder, which is how
 `cancel` and `close` find the processes to kill: the waiting threads cannot be interrupted,
 but their children can, and then each thread returns at once. Spare trial processes
-(`workers/spares.py`), one per worker, wait in folders there too; the trials share one compile
+(`workers/spares.py`), one per worker, forked from a zygote, wait in folders there too; the trials share one compile
 cache folder there (`workers/caches.py`).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ KILL_POLL_S = 0.05     # while cancelling: how often to look again for a process
 class LocalExecutor:
     """Runs trials in processes on this machine; `scratch` is where their folders go
     (default: the system's temporary folder). `warm` (default) keeps one spare trial process per
-    worker, started ahead, that has imported torch and Inductor; False starts every trial cold."""
+    worker, forked ahead from a zygote that has imported torch and Inductor; False starts every trial cold."""
 
     def __init__(self, *, workers: int = 1, scratch: str | None = None, warm: bool = True):
         self.capacity = workers
@@ -60,7 +60,7 @@ class LocalExecutor:
         return None
 
     def cancel(self) -> None:
-        """Kill the process group of every trial in flight (and of every spare) and forget those trials.
+        """Kill the process group of every trial in flight (and of the zygote, with whose death its spares die) and forget those trials.
 
         Returns once each waiting thread has seen its process die. Off Linux (no /proc to
         find the processes) it waits for them to end by themselves, within their deadlines.
@@ -69,7 +69,7 @@ class LocalExecutor:
         self._futures.clear()
         for future in futures:
             future.cancel()                     # a queued trial never starts
-        _kill_groups(self._root)                # the waiting spares too: the next trials start new ones
+        _kill_groups(self._root)                # the zygote too: the next trials start a new one
         while not all(future.done() for future in futures):
             _kill_groups(self._root)            # again and again: a thread may be starting one
             cf.wait(futures, timeout=KILL_POLL_S)
@@ -87,32 +87,34 @@ class LocalExecutor:
 
 
 def _kill_groups(root: str) -> None:
-    """SIGKILL the process group of each child of this process that works under `root`."""
-    for pid in _children_under(root):
+    """SIGKILL the process group of each process of ours that works under `root`: our children
+    there (cold trial processes, zygotes) and theirs (the spares and trials a zygote forked, each
+    leading its own group with its compile workers; the zygote's death alone would kill the trial
+    but not its group)."""
+    for pid in _processes_under(root):
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):   # it ended meanwhile
             pass
 
 
-def _children_under(root: str) -> list[int]:
-    """Pids of this process's children whose working folder is `root` or inside it (Linux:
-    read from /proc; elsewhere none). A folder removed meanwhile reads "PATH (deleted)"."""
-    me = str(os.getpid())
+def _processes_under(root: str) -> list[int]:
+    """Pids of this process's children whose working folder is `root` or inside it, and of their
+    children working there (Linux: read from /proc; elsewhere none), grandchildren first. A folder
+    removed meanwhile reads "PATH (deleted)"."""
     try:
         names = [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return []
-    found = []
+    parents: dict[int, int] = {}
     for name in names:
         try:
             with open(f"/proc/{name}/stat") as stat:
-                parent = stat.read().rpartition(")")[2].split()[1]   # the name may hold spaces
-            if parent != me:
-                continue
+                parent = int(stat.read().rpartition(")")[2].split()[1])   # the name may hold spaces
             cwd = os.readlink(f"/proc/{name}/cwd")
-        except (OSError, IndexError):           # gone, or a zombie without a folder
+        except (OSError, IndexError, ValueError):       # gone, or a zombie without a folder
             continue
         if cwd == root or cwd.startswith(root + os.sep) or cwd.startswith(root + " "):
-            found.append(int(name))
-    return found
+            parents[int(name)] = parent
+    children = [pid for pid, parent in parents.items() if parent == os.getpid()]
+    return [pid for pid, parent in parents.items() if parent in children] + children

@@ -1,36 +1,22 @@
 """Entry point of a spawned trial process: `python -m tuner.workers.trial_process JOB RESULT PARENT`.
 
-Reads the job JSON, runs it, writes the result JSON. `... --spare PARENT` is a spare
-(`workers/spares.py`): it imports what a trial needs, then reads JOB and RESULT from stdin. Only `run_trial` (under the spec's
+Reads the job JSON, runs it, writes the result JSON. `... --zygote PARENT` is a zygote
+(`workers/zygote.py`): it imports what a trial needs, then forks spares that read JOB and RESULT
+from a FIFO. Only `run_trial` (under the spec's
 `--memory-limit`, when it has one) and `run_confirmation` run here; neither touches the database
 except through `MeasureSpec.kernel_db` (the model's `@tuner.autotune` kernels, and the GEMM
 choices a verified compile autotuned: `tuner.inductor.gemm_choices`).
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Get SIGKILL when the process that started us dies (a killed Ray worker, a killed driver).
-
-    The trial runs in its own session (so a deadline can kill its whole group), which also
-    means nothing else would end it: an orphaned hang would sleep on. Linux only.
-    """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:      # the parent died before prctl took effect
-        os._exit(1)
+from tuner.workers.lifeline import die_with_parent
 
 
 def mark_step(label: str) -> None:
@@ -75,7 +61,7 @@ def run_trial_job(payload: dict, handed_at: float | None = None) -> dict:
     return replace(measurement, start_s=start_s).to_json()
 
 
-# What a spare imports ahead of its job: torch, Dynamo, Inductor's compile_fx, and the trial code with
+# What a zygote imports ahead of its spares' jobs: torch, Dynamo, Inductor's compile_fx, and the trial code with
 # what it imports lazily when it runs (the compiler adapter, the model loader, the kernel database).
 SPARE_IMPORTS = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "tuner.measure.core",
                  "tuner.measure.confirmation_run", "tuner.inductor", "tuner.workload", "tuner.kernels")
@@ -112,7 +98,7 @@ COMPILE_PACKAGES = ("torch._inductor.fx_passes.serialized_patterns", "torch._dyn
 def import_for_trials() -> None:
     """Import SPARE_IMPORTS, then `compile_imports()`, then run PRIME_STEPS, each step
     under the node's compile lock held shared and the lock taken again for the next: never during
-    another process's timed section, and a trial that reaches its timed section while a spare
+    another process's timed section, and a trial that reaches its timed section while a zygote
     imports waits for the step under way (the longest, `import torch`, about 2.4 s here), not for
     the whole import (5 s or more; held whole, the MLP's warm trials waited a median 4.5 s for
     their timed section). Runs no model, no tensor op, no CUDA call, and starts no thread pool."""
@@ -186,15 +172,23 @@ def _vec_isa() -> None:
 PRIME_STEPS: tuple[Callable[[], None], ...] = (_torch_key, _triton_key, _vec_isa)
 
 
-def spare_main(parent_pid: int) -> int:
-    """A spare: die with the parent, import, then wait for "JOB\\nRESULT\\n" on stdin and run that
-    job; end quietly when stdin closes without one (the pool let it go)."""
+def zygote_main(parent_pid: int) -> int:
+    """A zygote (`workers/zygote.py`): die with the parent, import, then fork a spare per request;
+    each spare waits for its job on its FIFO and runs it."""
     die_with_parent(parent_pid)
     import_for_trials()
-    job, result = sys.stdin.readline().strip(), sys.stdin.readline().strip()
-    if not job or not result:
-        return 0
-    return main(job, result)
+    from tuner.workers.zygote import serve_forks
+
+    return serve_forks(run_forked)
+
+
+def run_forked(folder: Path) -> int:
+    """A forked spare, in its folder: run the job whose paths arrive on its FIFO; 0 at once when
+    the FIFO closes without one (the pool let it go)."""
+    from tuner.workers.zygote import read_job
+
+    job = read_job(folder)
+    return 0 if job is None else main(*job)
 
 
 def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
@@ -220,10 +214,10 @@ def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from tuner.workers.spares import SPARE_FLAG
+    from tuner.workers.zygote import ZYGOTE_FLAG
 
-    if sys.argv[1] == SPARE_FLAG:
-        code = spare_main(int(sys.argv[2]))
+    if sys.argv[1] == ZYGOTE_FLAG:
+        code = zygote_main(int(sys.argv[2]))
     else:
         code = main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
     # The result is on disk and the database session closed: skip the interpreter's teardown

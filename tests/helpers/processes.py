@@ -31,7 +31,8 @@ def processes() -> dict[int, tuple[int, bytes]]:
 
 def trial_processes(driver: int, *, spares: bool = False) -> list[int]:
     """The trial processes below `driver`, however deep (Ray: raylet -> worker -> trial); with
-    `spares`, also the spare processes still waiting for a job (workers/spares.py)."""
+    `spares`, also the zygotes and the spares forked from them still waiting for a job
+    (workers/zygote.py: a spare has its zygote's command line)."""
     table = processes()
     below, frontier = set(), {driver}
     while frontier:
@@ -42,8 +43,8 @@ def trial_processes(driver: int, *, spares: bool = False) -> list[int]:
 
 
 def waiting_spare(pid: int, cmdline: bytes) -> bool:
-    """A spare trial process that has no job yet: no job.json in its folder."""
-    if b"\0--spare\0" not in cmdline:
+    """A zygote, or a spare forked from one that has no job yet: no job.json in its folder."""
+    if b"\0--zygote\0" not in cmdline:
         return False
     try:
         return not Path(f"/proc/{pid}/cwd/job.json").exists()

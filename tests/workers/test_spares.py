@@ -1,10 +1,13 @@
-"""Spare trial processes (workers/spares.py): what a spare has done before its job, that a warm
-trial measures as a cold one does, and that no spare outlives its pool, executor or parent."""
+"""Spare trial processes (workers/spares.py, workers/zygote.py): what a zygote and its spares have
+done before a job, that a fork computes and times as a spawned process does and a warm trial
+measures as a cold one does, and that no zygote or spare outlives its pool, executor or parent."""
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -12,31 +15,41 @@ from pathlib import Path
 
 import pytest
 
-from helpers import MODELS
+from helpers import MODELS, TESTS
 from helpers.faults import faulty_model
 from helpers.processes import alive
 from tuner.trial import MeasureSpec, Status, TrialRequest
 from tuner.workers.caches import cache_env
 from tuner.workers.isolation import run_isolated
 from tuner.workers.local import LocalExecutor
-from tuner.workers.spares import SparePool
+from tuner.workers.spares import Spare, SparePool
+from tuner.workers.zygote import JOB_FIFO
 
 TINY = str(MODELS / "tiny_mlp.py")
 
 
-def waiting_on_stdin(pid: int, timeout_s: float = 120.0) -> bool:
-    """Whether `pid` comes to block in read(2) on fd 0 within `timeout_s` (/proc/PID/syscall: the
-    call's number, then its first argument): a spare that has imported."""
+def forked(spare: Spare, timeout_s: float = 120.0) -> int:
+    """The pid of `spare` once its zygote has forked it (after the zygote's imports)."""
     deadline = time.monotonic() + timeout_s
+    while spare.proc.pid is None and spare.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert spare.proc.pid is not None, "the zygote did not fork the spare"
+    return spare.proc.pid
+
+
+def waiting_for_job(pid: int, timeout_s: float = 30.0) -> bool:
+    """Whether `pid` comes to block in read(2) on its job FIFO within `timeout_s` (/proc/PID/syscall:
+    the call's number, then its first argument, the descriptor)."""
+    deadline = time.monotonic() + timeout_s
+    number = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
     while time.monotonic() < deadline:
         try:
             fields = Path(f"/proc/{pid}/syscall").read_text().split()
-        except OSError:
-            return False
-        number = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
-        if fields[:2] == [number, "0x0"]:
-            return True
-        time.sleep(0.2)
+            if fields[0] == number and os.readlink(f"/proc/{pid}/fd/{int(fields[1], 16)}").endswith(JOB_FIFO):
+                return True
+        except (OSError, IndexError, ValueError):
+            pass
+        time.sleep(0.1)
     return False
 
 
@@ -57,21 +70,24 @@ def children(pid: int) -> list[int]:
             for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
 
 
-def spare_pids(pool: SparePool) -> list[int]:
-    return [s.proc.pid for s in pool._spares]
+def zygote_pids(pool: SparePool) -> list[int]:
+    return [z.proc.pid for z in pool._zygotes.values()]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_spare_has_imported_and_run_nothing_else(tmp_path: Path) -> None:
-    """It blocks on its stdin with the trial code imported, no more threads than those imports start
-    (a tensor op would start OpenMP's), and no child process (no compile-worker pool)."""
+def test_a_zygote_has_imported_and_run_nothing_else_and_its_spare_waits_for_a_job(tmp_path: Path) -> None:
+    """The zygote has the trial code imported, no more threads than those imports start (a tensor
+    op would start OpenMP's; OpenBLAS's idle server, which they start, stops at each fork and
+    starts again only when used), and no child but its spare (no compile-worker pool); the spare,
+    its fork, waits on its job FIFO with torch loaded and no thread but its own (OpenBLAS's idle
+    server stops at a fork and starts again at its first use)."""
     pool = SparePool(str(tmp_path / "spares"))
     try:
         pool.fill(None)
-        (pid,) = spare_pids(pool)
-        assert waiting_on_stdin(pid)
-        modules = Path(f"/proc/{pid}/maps").read_text()
-        assert "libtorch_cpu" in modules
+        (zygote,), (spare,) = zygote_pids(pool), pool._spares
+        pid = forked(spare)
+        assert waiting_for_job(pid)
+        assert "libtorch_cpu" in Path(f"/proc/{pid}/maps").read_text()
         probe = ("import importlib, os\n"
                  "from tuner.workers.trial_process import SPARE_IMPORTS, compile_imports, import_present\n"
                  "for name in SPARE_IMPORTS: importlib.import_module(name)\n"
@@ -79,86 +95,175 @@ def test_a_spare_has_imported_and_run_nothing_else(tmp_path: Path) -> None:
                  "print(len(os.listdir('/proc/self/task')))")
         imported_only = int(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                            check=True, cwd=tmp_path).stdout)
-        assert threads(pid) == imported_only and children(pid) == []
+        assert threads(zygote) <= imported_only and children(zygote) == [pid]   # a fork stops OpenBLAS's
+        assert threads(pid) == 1 and children(pid) == []
     finally:
         pool.close()
-    assert gone(pid)
+    assert gone(zygote) and gone(pid)
+
+
+class Timings:
+    """The test's end of fork_probe.serve_timings in `folder`: ask for one block of timings."""
+
+    def __init__(self, folder: Path):
+        folder.mkdir()
+        for name in ("go.fifo", "done.fifo"):
+            os.mkfifo(folder / name)
+        self.folder = folder
+        self.go = os.open(folder / "go.fifo", os.O_RDWR)        # O_RDWR: opening waits for no one
+        self.done = os.open(folder / "done.fifo", os.O_RDWR)
+
+    def block(self, timeout_s: float = 120.0) -> float:
+        os.write(self.go, b"time\n")
+        assert select.select([self.done], [], [], timeout_s)[0], f"no timings from {self.folder}"
+        return float(os.read(self.done, 100).decode())
+
+    def stop(self) -> None:
+        os.write(self.go, b"stop\n")
+
+
+def facts_of(folder: Path, timeout_s: float = 300.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while not (folder / "facts.json").exists():
+        assert time.monotonic() < deadline, f"no facts from {folder}"
+        time.sleep(0.2)
+    return json.loads((folder / "facts.json").read_text())
+
+
+def test_a_fork_computes_and_times_as_a_spawned_process(tmp_path: Path) -> None:
+    """The same work after the same imports, in a fork of a zygote and in a spawned process (each
+    with its own compile cache, so both compile for real): the same output bytes, OpenMP and OS
+    thread counts (a fork without OpenMP's pool would run the matmul on one core), compile
+    workers, resident memory a call adds (within 1 MiB of 16), and timings: blocks of calls taking
+    turns between the two processes, their median ratio within 2x (the other half of the suite
+    shares these 2 cores); Python's `random` and torch's seed differ between two forks, as
+    between two spawned processes."""
+    probe = [sys.executable, str(TESTS / "helpers" / "fork_probe.py")]
+    timings = {name: Timings(tmp_path / name) for name in ("spawned", "fork1", "fork2")}
+    spawned = subprocess.Popen([*probe, "spawned", str(tmp_path / "spawned")], cwd=tmp_path, start_new_session=True,
+                               env=cache_env(str(tmp_path / "cache-spawned")))
+    zygote = subprocess.Popen([*probe, "zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=tmp_path, env=cache_env(str(tmp_path / "cache-forked")), start_new_session=True)
+    try:
+        facts = {"spawned": facts_of(tmp_path / "spawned")}
+        for name in ("fork1", "fork2"):
+            zygote.stdin.write(f"fork {tmp_path / name}\n")
+            zygote.stdin.flush()
+            verb, pid = zygote.stdout.readline().split()
+            assert verb == "forked"
+            facts[name] = facts_of(tmp_path / name)
+        ratios = []
+        for turn in range(12):
+            order = ("spawned", "fork1") if turn % 2 else ("fork1", "spawned")
+            block = {name: timings[name].block() for name in order}
+            ratios.append(block["fork1"] / block["spawned"])
+        for timing in timings.values():
+            timing.stop()
+        assert spawned.wait(timeout=30) == 0
+        zygote.stdin.close()
+        assert zygote.wait(timeout=30) == 0
+    finally:
+        for proc in (spawned, zygote):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    same = ("output", "torch_threads", "os_threads", "compile_workers", "compile_threads")
+    assert {k: facts["fork1"][k] for k in same} == {k: facts["spawned"][k] for k in same}
+    assert abs(facts["fork1"]["peak_mb"] - facts["spawned"]["peak_mb"]) <= 1, facts     # a 16 MiB tensor
+    assert 0.5 < statistics.median(ratios) < 2.0, ratios
+    for seeded in ("random", "torch_seed"):     # from the OS in every process, forked or not
+        assert facts["fork1"][seeded] != facts["fork2"][seeded]
 
 
 def test_a_warm_trial_measures_as_a_cold_one_and_shares_the_compile_cache(tmp_path: Path) -> None:
-    """The same requests, cold then warm in one cache folder: equal statuses, errors, thread counts
-    and rounds; the warm one's default compile is a cache hit (the cold one filled the cache)."""
+    """The same requests, spawned (cold) and forked (warm) in turn in one cache folder: equal
+    statuses, errors, thread counts, rounds and memory; the first warm one's default compile is a
+    cache hit (the cold one filled the cache). Timings are compared in the test above, where the
+    two processes take turns: a trial's latency under the other half of the suite's load swings
+    200x (0.04 against 8 ms, either way round)."""
     env = cache_env(str(tmp_path / "cache"))
     pool = SparePool(str(tmp_path / "spares"))
     pool.fill(env)
     spec = MeasureSpec(TINY, warmup=1, repeat=3, min_rounds=3, timeout_s=240)
     broken = MeasureSpec(faulty_model(tmp_path, "raise"), warmup=1, repeat=3, timeout_s=240)
     try:
-        results = {}
-        for mode, spares in (("cold", None), ("warm", pool)):
-            for name, request in (("ok", TrialRequest(spec, ())), ("raise", TrialRequest(broken, ()))):
-                results[mode, name] = run_isolated(request, scratch=str(tmp_path), env=env, spares=spares)
+        results: dict[tuple[str, str], list] = {}
+        for rounds, name, request in ((2, "ok", TrialRequest(spec, ())), (1, "raise", TrialRequest(broken, ()))):
+            for _ in range(rounds):
+                for mode, spares in (("cold", None), ("warm", pool)):
+                    measured = run_isolated(request, scratch=str(tmp_path), env=env, spares=spares)
+                    results.setdefault((mode, name), []).append(measured)
     finally:
         pool.close()
     for name in ("ok", "raise"):
-        cold, warm = results["cold", name], results["warm", name]
-        assert (warm.status, warm.threads, warm.reps) == (cold.status, cold.threads, cold.reps), name
-        assert (warm.error or "").partition("\n")[0] == (cold.error or "").partition("\n")[0]
-        assert warm.start_s is not None and cold.start_s is not None
-    assert results["warm", "ok"].status is Status.OK and results["warm", "raise"].status is Status.RUNTIME_ERROR
-    assert (results["cold", "ok"].compile_cached, results["warm", "ok"].compile_cached) == (False, True)
-    assert results["warm", "ok"].load_s is not None and results["warm", "ok"].measure_s is not None
+        for cold, warm in zip(results["cold", name], results["warm", name]):
+            assert (warm.status, warm.threads, warm.reps) == (cold.status, cold.threads, cold.reps), name
+            assert (warm.error or "").partition("\n")[0] == (cold.error or "").partition("\n")[0]
+            assert warm.start_s is not None and cold.start_s is not None
+    oks = {mode: results[mode, "ok"] for mode in ("cold", "warm")}
+    assert all(m.status is Status.OK for m in oks["warm"])
+    assert all(m.status is Status.RUNTIME_ERROR for m in results["warm", "raise"])
+    assert {round(m.peak_mem_mb or 0) for m in oks["warm"]} == {round(m.peak_mem_mb or 0) for m in oks["cold"]}
+    assert (oks["cold"][0].compile_cached, oks["warm"][0].compile_cached) == (False, True)
+    assert oks["warm"][0].load_s is not None and oks["warm"][0].measure_s is not None
 
 
 def test_a_spare_of_another_environment_is_not_used(tmp_path: Path) -> None:
     """A job whose environment differs (e.g. another CUDA_VISIBLE_DEVICES) gets no spare: it starts
-    cold, and the pool's one place goes to a spare of the new environment."""
+    cold, the old zygote goes, and a zygote of the new environment forks the pool's spare."""
     pool = SparePool(str(tmp_path / "spares"))
     first, other = dict(os.environ), {**os.environ, "CUDA_VISIBLE_DEVICES": "1"}
     try:
         pool.fill(first)
-        (old,) = spare_pids(pool)
+        (old,), (old_spare,) = zygote_pids(pool), pool._spares
+        forked(old_spare)
         assert pool.take(other) is None
-        (new,) = spare_pids(pool)
-        assert new != old and gone(old)
-        assert waiting_on_stdin(new)                   # exec'd, imported: its environment is readable
-        assert b"CUDA_VISIBLE_DEVICES=1\0" in Path(f"/proc/{new}/environ").read_bytes()
+        (new,), (new_spare,) = zygote_pids(pool), pool._spares
+        assert new != old and gone(old) and gone(old_spare.proc.pid)
+        pid = forked(new_spare)
+        assert b"CUDA_VISIBLE_DEVICES=1\0" in Path(f"/proc/{pid}/environ").read_bytes()
         spare = pool.take(other)
-        assert spare is not None and spare.proc.pid == new
+        assert spare is not None and spare.proc.pid == pid
         spare.kill()
+        assert gone(pid)
     finally:
         pool.close()
 
 
 def test_cancel_and_close_kill_the_spares(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """...and the executor's spares compile into its search's cache folder, which goes at close."""
+    """...zygote and spare alike; and the executor's zygote compiles into its search's cache
+    folder, which goes at close."""
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)    # the suite names one (tests/conftest.py)
     executor = LocalExecutor(workers=1, scratch=str(tmp_path))
     try:
-        (first,) = spare_pids(executor._spares)
-        assert waiting_on_stdin(first)
+        (first,), (spare,) = zygote_pids(executor._spares), executor._spares._spares
+        first_spare = forked(spare)
         environ = dict(v.split(b"=", 1) for v in Path(f"/proc/{first}/environ").read_bytes().split(b"\0") if v)
         assert environ[b"TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path).encode())
         assert environ[b"TRITON_CACHE_DIR"].startswith(str(tmp_path).encode())
         executor.cancel()
-        assert gone(first)
+        assert gone(first) and gone(first_spare)
         executor._spares.fill(executor._env)
-        (second,) = spare_pids(executor._spares)
+        (second,), (spare,) = zygote_pids(executor._spares), executor._spares._spares
+        second_spare = forked(spare)
     finally:
         executor.close()
-    assert gone(second) and not os.listdir(tmp_path)
+    assert gone(second) and gone(second_spare) and not os.listdir(tmp_path)
 
 
 def test_a_spare_dies_with_its_parent(tmp_path: Path) -> None:
+    """The zygote dies with the process that started it, and its spare with the zygote."""
     parent = subprocess.Popen(
         [sys.executable, "-c", "import json, sys, time\nfrom tuner.workers.spares import SparePool\n"
                                f"pool = SparePool({str(tmp_path)!r})\npool.fill(None)\n"
-                               "print(json.dumps([s.proc.pid for s in pool._spares]), flush=True)\ntime.sleep(600)"],
+                               "(zygote,), (spare,) = pool._zygotes.values(), pool._spares\n"
+                               "while spare.proc.pid is None: time.sleep(0.1)\n"
+                               "print(json.dumps([zygote.proc.pid, spare.proc.pid]), flush=True)\ntime.sleep(600)"],
         stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
-        (spare,) = json.loads(parent.stdout.readline())
-        assert alive(spare)
+        zygote, spare = json.loads(parent.stdout.readline())
+        assert alive(zygote) and alive(spare)
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-    assert gone(spare)
+    assert gone(zygote) and gone(spare)

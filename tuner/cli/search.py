@@ -59,8 +59,8 @@ def add_search_parser(subparsers: Any) -> None:
     s.add_argument("--executor", default="ray", help="ray (default when installed) or local")
     s.add_argument("--address", default=None, help="Ray cluster address (implies --executor ray)")
     s.add_argument("--cold-processes", action="store_true",
-                   help="start every trial process cold, importing torch itself (default: spare processes "
-                        "that have imported already take the trials)")
+                   help="start every trial process cold, importing torch itself (default: spare processes forked "
+                        "from a zygote that has imported already take the trials)")
     s.add_argument("--platform", default=None, metavar="KEY",
                    help="platform key to tune for (a Ray node must advertise it), or 'all' in the cluster")
     s.add_argument("--repeat", type=int, default=20,
