@@ -64,8 +64,8 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
     The process runs in a scratch folder of its own, in its own session, with environment
     `env` (None: this process's). With `spares`, a spare forked with that same environment
     takes the job (`workers/spares.py`: it has imported already); without one, when none
-    matches, or when its zygote died before forking it, a process starts cold. The job says when it was handed over (`handed_at`, this
-    host's clock), so the trial measures its start. A `NoResult` after a death carries the exit
+    matches, or when its zygote died before forking it, a process starts cold. The job says
+    when it was handed over (`handed_at`, this host's clock), so the trial measures its start. A `NoResult` after a death carries the exit
     status and the tail of stderr.
     """
     spare = spares.take(env) if spares is not None else None
@@ -95,7 +95,8 @@ def _write_job(folder: Path, kind: str, payload: dict[str, Any]) -> tuple[Path, 
     return job, folder / "result.json"
 
 
-def _outcome(proc: subprocess.Popen | Forked, err: IO[str], folder: Path, timeout_s: float) -> dict[str, Any] | NoResult:
+def _outcome(proc: subprocess.Popen | Forked, err: IO[str], folder: Path,
+             timeout_s: float) -> dict[str, Any] | NoResult:
     """Wait for a trial process that has its job: its result JSON, or why there is none."""
     try:
         code = proc.wait(timeout=timeout_s)

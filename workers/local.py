@@ -60,7 +60,8 @@ class LocalExecutor:
         return None
 
     def cancel(self) -> None:
-        """Kill the process group of every trial in flight (and of the zygote, with whose death its spares die) and forget those trials.
+        """Kill the process group of every trial in flight (and of the zygote and its spares)
+        and forget those trials.
 
         Returns once each waiting thread has seen its process die. Off Linux (no /proc to
         find the processes) it waits for them to end by themselves, within their deadlines.

@@ -134,7 +134,8 @@ class RayExecutor:
         past a trial's `timeout_s` the driver waits before it cancels the task itself.
         `measure`: what a Ray task runs for each trial (default `measure_on_node`, a trial
         process); tests and benches pass stand-ins, which Ray workers must be able to unpickle.
-        `warm` (default): each Ray worker process keeps a zygote and a spare trial process forked from it (`workers/spares.py`).
+        `warm` (default): each Ray worker process keeps a zygote and a spare trial
+        process forked from it (`workers/spares.py`).
         The trials share a compile cache folder (`workers/caches.py`), made here and on each node
         at this path; `close` removes this machine's. `get_executor` checks `workers`."""
         import functools
