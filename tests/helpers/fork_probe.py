@@ -6,7 +6,8 @@
 Either way `probe` writes facts.json in its folder: a compiled function's output (its bytes'
 hash), torch's thread count, the OS threads after an OpenMP and a BLAS call,
 the child processes after compiling (Inductor's compile workers), what one call adds to the
-resident set (the allocator), torch's default seed and a draw of Python's `random`; then it
+resident set (the allocator), torch's default seed, a draw of Python's `random` and the pattern
+matcher's registrations (calls and first calls of its `lazy_init`s, joint graph and post-grad); then it
 times the function whenever the test asks (`serve_timings`).
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ def probe(folder: Path) -> int:
     import numpy as np
     import torch
     from torch._inductor import config
+    from torch._inductor.fx_passes import joint_graph, post_grad
 
     from tuner.measure.device import call_peak_mb
 
@@ -42,7 +44,8 @@ def probe(folder: Path) -> int:
              "torch_threads": torch.get_num_threads(), "os_threads": len(os.listdir("/proc/self/task")),
              "compile_workers": workers, "compile_threads": config.compile_threads,
              "peak_mb": call_peak_mb(lambda: torch.ones(4_000_000).add_(1).sum(), "cpu"),
-             "torch_seed": torch.initial_seed(), "random": random.random()}
+             "torch_seed": torch.initial_seed(), "random": random.random(),
+             "pattern_inits": [list(init.cache_info()[:2]) for init in (joint_graph.lazy_init, post_grad.lazy_init)]}
     (folder / "facts.json").write_text(json.dumps(facts))
     serve_timings(lambda: compiled(x, w), folder)
     return 0

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import MODELS, TESTS
 from helpers.faults import faulty_model
@@ -75,12 +76,13 @@ def zygote_pids(pool: SparePool) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_zygote_has_imported_and_run_nothing_else_and_its_spare_waits_for_a_job(tmp_path: Path) -> None:
-    """The zygote has the trial code imported, no more threads than those imports start (a tensor
-    op would start OpenMP's; OpenBLAS's idle server, which they start, stops at each fork and
-    starts again only when used), and no child but its spare (no compile-worker pool); the spare,
-    its fork, waits on its job FIFO with torch loaded and no thread but its own (OpenBLAS's idle
-    server stops at a fork and starts again at its first use)."""
+def test_a_zygote_has_only_imported_and_primed_and_its_spare_waits_for_a_job(tmp_path: Path) -> None:
+    """The zygote has the trial code imported (on a CPU-only torch, the CPU patterns registered too:
+    symbolic traces), no more threads than those imports start (a tensor op would start OpenMP's;
+    OpenBLAS's idle server, which they start, stops at each fork and starts again only when used;
+    the tqdm monitor the pattern registration starts is stopped), and no child but its spare (no
+    compile-worker pool); the spare, its fork, waits on its job FIFO with torch loaded and no thread
+    but its own (OpenBLAS's idle server stops at a fork and starts again at its first use)."""
     pool = SparePool(str(tmp_path / "spares"))
     try:
         pool.fill(None)
@@ -136,8 +138,9 @@ def test_a_fork_computes_and_times_as_a_spawned_process(tmp_path: Path) -> None:
     thread counts (a fork without OpenMP's pool would run the matmul on one core), compile
     workers, resident memory a call adds (within 1 MiB of 16), and timings: blocks of calls taking
     turns between the two processes, their median ratio within 2x (the other half of the suite
-    shares these 2 cores); Python's `random` and torch's seed differ between two forks, as
-    between two spawned processes."""
+    shares these 2 cores), the pattern matcher's registrations (once, before the compile on a
+    CPU-only torch: `trial_process._cpu_patterns`); Python's `random` and torch's seed differ
+    between two forks, as between two spawned processes."""
     probe = [sys.executable, str(TESTS / "helpers" / "fork_probe.py")]
     timings = {name: Timings(tmp_path / name) for name in ("spawned", "fork1", "fork2")}
     spawned = subprocess.Popen([*probe, "spawned", str(tmp_path / "spawned")], cwd=tmp_path, start_new_session=True,
@@ -167,8 +170,12 @@ def test_a_fork_computes_and_times_as_a_spawned_process(tmp_path: Path) -> None:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    same = ("output", "torch_threads", "os_threads", "compile_workers", "compile_threads")
+    same = ("output", "torch_threads", "os_threads", "compile_workers", "compile_threads", "pattern_inits")
     assert {k: facts["fork1"][k] for k in same} == {k: facts["spawned"][k] for k in same}
+    # The patterns registered once (by the zygote on a CPU-only torch, a hit for the compile; else by the compile)
+    assert [misses for _, misses in facts["fork1"]["pattern_inits"]] == [1, 1], facts
+    if not (torch.backends.cuda.is_built() or torch.backends.mps.is_built() or getattr(torch._C, "_has_xpu", False)):
+        assert all(hits >= 1 for hits, _ in facts["fork1"]["pattern_inits"]), facts
     assert abs(facts["fork1"]["peak_mb"] - facts["spawned"]["peak_mb"]) <= 1, facts     # a 16 MiB tensor
     assert 0.5 < statistics.median(ratios) < 2.0, ratios
     for seeded in ("random", "torch_seed"):     # from the OS in every process, forked or not
