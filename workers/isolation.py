@@ -65,8 +65,8 @@ def run_job(kind: str, payload: dict[str, Any], *, timeout_s: float, scratch: st
     `env` (None: this process's). With `spares`, a spare forked with that same environment
     takes the job (`workers/spares.py`: it has imported already); without one, when none
     matches, or when its zygote died before forking it, a process starts cold. The job says
-    when it was handed over (`handed_at`, this host's clock), so the trial measures its start. A `NoResult` after a death carries the exit
-    status and the tail of stderr.
+    when it was handed over (`handed_at`, this host's clock), so the trial measures its start. A
+    `NoResult` after a death carries the exit status and the tail of stderr.
     """
     spare = spares.take(env) if spares is not None else None
     if spare is not None:

@@ -101,7 +101,8 @@ def import_for_trials() -> None:
     another process's timed section, and a trial that reaches its timed section while a zygote
     imports waits for the step under way (the longest, `import torch`, about 2.4 s here), not for
     the whole import (5 s or more; held whole, the MLP's warm trials waited a median 4.5 s for
-    their timed section). Runs no model, no tensor op, no CUDA call, and starts no thread pool."""
+    their timed section). Runs no model, no tensor op on data (`_cpu_patterns` traces on fake
+    tensors), no CUDA call, and starts no thread pool."""
     import importlib
 
     from tuner.measure import node_lock     # loads no torch

@@ -2,8 +2,9 @@
 
 The zygote is `python -m tuner.workers.trial_process --zygote PARENT`, spawned (never forked) in
 its own session and folder. It imports torch, Dynamo, Inductor and the trial code in steps under
-the node's compile lock held shared (`trial_process.import_for_trials`), has run no model, tensor
-op or CUDA call and started no thread pool, and then only forks: a line "fork FOLDER" on its
+the node's compile lock held shared (`trial_process.import_for_trials`, which on a CPU-only torch
+also registers Inductor's CPU patterns: symbolic traces on fake tensors), has run no model, no
+tensor op on data and no CUDA call and started no thread pool, and then only forks: a line "fork FOLDER" on its
 stdin makes a child that leads its own session, works in FOLDER, dies with the zygote, and reads
 "JOB\\nRESULT\\n" from FOLDER's `job.fifo` (made and held open by the parent); from there it is
 that job's trial process, exactly like a spawned one. The zygote answers "forked PID" and, when

@@ -7,7 +7,7 @@ Either way `probe` writes facts.json in its folder: a compiled function's output
 hash), torch's thread count, the OS threads after an OpenMP and a BLAS call,
 the child processes after compiling (Inductor's compile workers), what one call adds to the
 resident set (the allocator), torch's default seed, a draw of Python's `random` and the pattern
-matcher's registrations (calls and first calls of its `lazy_init`s, joint graph and post-grad); then it
+matcher's registrations (the hits and misses of its `lazy_init`s' caches, joint graph, post-grad); then it
 times the function whenever the test asks (`serve_timings`).
 """
 from __future__ import annotations

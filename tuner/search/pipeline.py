@@ -41,7 +41,8 @@ class Execution:
     flight at once, and `platform`: a platform key some Ray node advertises, "all" of the
     cluster's, or None for this machine's. `get_executor` checks the names and counts.
     `warm_processes` (default): spare trial processes, forked from a zygote that has imported
-    torch and Inductor, take the trials (`workers/spares.py`, `workers/zygote.py`); False (`--cold-processes`): each trial process starts cold."""
+    torch and Inductor, take the trials (`workers/spares.py`, `workers/zygote.py`); False
+    (`--cold-processes`): each trial process starts cold."""
 
     executor: str = "ray"
     workers: int = 1
