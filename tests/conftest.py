@@ -30,13 +30,14 @@ pytest.register_assert_rewrite("helpers")   # tests/helpers/: its asserts (and e
 
 
 def _share_inductor_cache() -> None:
-    """Name Inductor's own default cache folder for every search the tests start: a search otherwise
-    gives its trials a fresh cache folder of their own (tuner/workers/caches.py), and each test's
-    first compiles would then be full C++ builds (28-45 s here) instead of the hits the suite's
-    other searches left. A user's TORCHINDUCTOR_CACHE_DIR is honoured the same way."""
+    """Name one Inductor cache folder for every search the tests start: a search otherwise gives its
+    trials a fresh cache folder of their own (tuner/workers/caches.py), and each test's first
+    compiles would then be full C++ builds (28-45 s here) instead of the hits the suite's other
+    searches left. A user's TORCHINDUCTOR_CACHE_DIR is honoured the same way, but not Inductor's
+    own default folder (torch sets that one by itself), hence a folder beside it."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir() + "-tuner-tests")
 
 
 def _temp_folder_per_worker() -> None:

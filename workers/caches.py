@@ -16,11 +16,17 @@ temporary folder (`ray_cache_root`), named after the search; the driver's machin
 Where the user named Inductor's cache folder (`TORCHINDUCTOR_CACHE_DIR` set in the environment
 the search starts from), the trials use that folder instead (`search_cache_env`): it is the
 user's choice, shared with their own compiles and with their other searches (a resumed or
-repeated search then starts from hits). The cache key still keeps configs apart.
+repeated search then starts from hits). The cache key still keeps configs apart. Inductor's own
+default folder does not count as named: torch writes it into `os.environ` the first time a
+process uses Inductor's cache (`cache_dir_utils.cache_dir`), so by the time an executor starts
+the driver's environment may hold it without the user having set anything (seen: every search
+of the CLI gave its trials the shared /tmp/torchinductor_USER, so a model's first search found
+no hits and later ones found earlier searches' artifacts).
 """
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -39,6 +45,27 @@ def cache_env(folder: str, base: Mapping[str, str] | None = None) -> dict[str, s
 
 def search_cache_env(folder: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a search's trial processes: `cache_env(folder, base)`, or `base` (None: this
-    process's environment) as it is where it already names Inductor's cache folder."""
+    process's environment) as it is where it already names an Inductor cache folder other than
+    Inductor's default (which torch sets by itself: the module docstring)."""
     env = dict(os.environ if base is None else base)
-    return env if env.get(INDUCTOR_CACHE) else cache_env(folder, env)
+    named = env.get(INDUCTOR_CACHE)
+    if named and os.path.abspath(named) != os.path.abspath(inductor_default_folder()):
+        return env
+    return cache_env(folder, env)
+
+
+def inductor_default_folder() -> str:
+    """The folder Inductor caches in when TORCHINDUCTOR_CACHE_DIR is unset (torch's own rule,
+    `torch._inductor.runtime.cache_dir_utils.default_cache_dir`, where this torch has it)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:     # an older torch: the same rule, written out
+        import getpass
+        import re
+
+        try:
+            user = getpass.getuser()
+        except (KeyError, ModuleNotFoundError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    return default_cache_dir()

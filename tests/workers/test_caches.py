@@ -52,3 +52,21 @@ def test_a_cache_folder_the_user_named_is_the_one_trials_use(tmp_path: Path) -> 
     assert search_cache_env(str(tmp_path / "search"), mine) == mine
     env = search_cache_env(str(tmp_path / "search"), {"OTHER": "1"})
     assert env[INDUCTOR_CACHE].startswith(str(tmp_path / "search")) and env["OTHER"] == "1"
+
+
+def test_inductors_default_folder_which_torch_sets_by_itself_is_not_the_users_choice(tmp_path: Path) -> None:
+    """Once a process has used Inductor's cache, torch has written its default folder into
+    TORCHINDUCTOR_CACHE_DIR (cache_dir_utils.cache_dir); a search started there still gives its
+    trials a folder of its own (every CLI search shared the default folder before)."""
+    import os
+
+    from tuner.workers.caches import inductor_default_folder, search_cache_env
+
+    script = "import os\nfrom torch._inductor.runtime.cache_dir_utils import cache_dir\ncache_dir()\n" \
+             "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+    unset = {k: v for k, v in os.environ.items() if k != INDUCTOR_CACHE}
+    set_by_torch = subprocess.run([sys.executable, "-c", script], env=unset, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+    assert set_by_torch == os.path.abspath(inductor_default_folder())
+    env = search_cache_env(str(tmp_path / "search"), {INDUCTOR_CACHE: set_by_torch})
+    assert env[INDUCTOR_CACHE].startswith(str(tmp_path / "search"))
