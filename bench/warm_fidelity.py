@@ -17,8 +17,8 @@ the defaults' self-ratios (noise within one process, much tighter) are printed b
 Goal (issue 34): the modes' median trial speedups, and their median confirmed speedups, differ
 by no more than the floor. Five confirmations a mode, because the spread of three understates the
 noise (here 0.7% from three, then 2.3% from five, on the same build). Not a test: about 8
-minutes on 2 cores. Exit status 1 when a gap
-exceeds its floor, 2 when a trial or confirmation failed.
+minutes on 2 cores. Exit status 1 when a gap exceeds its floor, 2 when a trial or confirmation
+failed.
 """
 from __future__ import annotations
 

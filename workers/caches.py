@@ -26,7 +26,6 @@ no hits and later ones found earlier searches' artifacts).
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -48,24 +47,17 @@ def search_cache_env(folder: str, base: Mapping[str, str] | None = None) -> dict
     process's environment) as it is where it already names an Inductor cache folder other than
     Inductor's default (which torch sets by itself: the module docstring)."""
     env = dict(os.environ if base is None else base)
-    named = env.get(INDUCTOR_CACHE)
-    if named and os.path.abspath(named) != os.path.abspath(inductor_default_folder()):
+    named, default = env.get(INDUCTOR_CACHE), inductor_default_folder()
+    if named and (default is None or os.path.abspath(named) != os.path.abspath(default)):
         return env
     return cache_env(folder, env)
 
 
-def inductor_default_folder() -> str:
-    """The folder Inductor caches in when TORCHINDUCTOR_CACHE_DIR is unset (torch's own rule,
-    `torch._inductor.runtime.cache_dir_utils.default_cache_dir`, where this torch has it)."""
+def inductor_default_folder() -> str | None:
+    """The folder Inductor caches in when TORCHINDUCTOR_CACHE_DIR is unset (torch's own
+    `cache_dir_utils.default_cache_dir`); None where this torch does not have that function."""
     try:
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-    except ImportError:     # an older torch: the same rule, written out
-        import getpass
-        import re
-
-        try:
-            user = getpass.getuser()
-        except (KeyError, ModuleNotFoundError, OSError):
-            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
-        return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    except ImportError:
+        return None
     return default_cache_dir()

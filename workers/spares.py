@@ -50,15 +50,6 @@ class Spare:
         """Whether its zygote forked it (False: the zygote died first; nothing ran there)."""
         return self.proc.pid is not None
 
-    def kill(self) -> None:
-        """SIGKILL its process group if it was forked, and let it go (`discard`)."""
-        if self.proc.pid is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self.discard()
-
     def discard(self) -> None:
         """Close our ends of its FIFO and stderr and remove its folder. A spare still waiting reads
         the end of its FIFO and exits; one not yet forked finds no folder and exits."""

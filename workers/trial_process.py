@@ -164,17 +164,21 @@ def _vec_isa() -> None:
     cpu_vec_isa.pick_vec_isa()
 
 
+def cpu_only_torch() -> bool:
+    """Whether this torch is built for no device but the CPU (no CUDA or ROCm, MPS or XPU)."""
+    import torch
+
+    return not (torch.backends.cuda.is_built() or torch.backends.mps.is_built() or getattr(torch._C, "_has_xpu", False))
+
+
 def _cpu_patterns() -> None:
     """Register Inductor's pattern-matcher patterns for the CPU, as a process's first compile on the
     CPU does (`joint_graph.lazy_init(cpu)`, `post_grad.lazy_init()`), when this torch is built for no
     other device; then stop the tqdm monitor thread that torch.fx's interpreter started in doing so
     and forget it, so that a fork starts its own at its first progress bar as a fresh process does."""
-    import torch
-
-    built = (torch.backends.cuda.is_built(), torch.backends.mps.is_built(),
-             getattr(torch._C, "_has_xpu", False))
-    if any(built):      # the trial may run on that device, and its patterns are traced for it
+    if not cpu_only_torch():    # the trial may run on another device, and the patterns are traced for it
         return
+    import torch
     from torch._inductor.fx_passes import joint_graph, post_grad
 
     joint_graph.lazy_init(torch.device("cpu"))
