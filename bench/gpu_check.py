@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A prepared GPU check of tuner (issues 11 and 33): one run of at most 9 minutes on a lent GPU.
 
-`bash bench/gpu_check.sh` builds the wheel folder `.whl` (bench/gpu_wheels.sh) and prints the
+`bash bench/gpu_check.sh` builds the wheel folder `.whl` (bench/gpu/gpu_wheels.sh) and prints the
 exact device command line and the paths to carry; `python3 bench/gpu_check.py --plan` prints
-each section, its time cap and what it verifies (bench/gpu_plan.py; no torch needed).
+each section, its time cap and what it verifies (bench/gpu/gpu_plan.py; no torch needed). This
+file is the check's door; its sections and helpers are the modules of bench/gpu/ (each named
+gpu_*, so that none takes a generic name in sys.modules).
 
 The sections run in order of value, each in a process of its own under its cap: a section past
 its cap is stopped (its process group killed) and reported as "stopped", and the next one runs.
@@ -34,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+GPU = HERE / "gpu"                  # the sections and their helpers
 RESULT = "@@SECTION "
 DATABASES = ("search.db", "kernels.db", "harvest.db", "compile-kernels.db")
-sys.path.insert(0, str(HERE))       # the sibling modules below; -P kept the folder off sys.path
+sys.path.insert(0, str(GPU))        # the two modules below; -P kept bench/ off sys.path
 from gpu_common import Check, NotTested, bench_module, stream  # noqa: E402
 from gpu_plan import BY_KEY, RUN_BUDGET_S, MARGIN_S, SECTIONS, SMOKE_CAP_SCALE, Section, plan_text  # noqa: E402
 sys.path.pop(0)

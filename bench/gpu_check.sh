@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Get a GPU run of bench/gpu_check.py ready: fill .whl/ (bench/gpu_wheels.sh: the wheels the GPU
+# Get a GPU run of bench/gpu_check.py ready: fill .whl/ (bench/gpu/gpu_wheels.sh: the wheels the GPU
 # machine lacks and a fresh wheel of tuner), print the plan (each section, its cap, what it
 # verifies), then the exact device command line, the paths to carry and the timeout to give it.
 #
@@ -10,9 +10,9 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 if [ "${1:-}" != "--print" ]; then
-    bash bench/gpu_wheels.sh
+    bash bench/gpu/gpu_wheels.sh
 fi
-ls .whl/tuner-*.whl > /dev/null 2>&1 || { echo "error: .whl/ holds no tuner wheel; run: bash bench/gpu_wheels.sh" >&2; exit 1; }
+ls .whl/tuner-*.whl > /dev/null 2>&1 || { echo "error: .whl/ holds no tuner wheel; run: bash bench/gpu/gpu_wheels.sh" >&2; exit 1; }
 python3 -P bench/gpu_check.py --plan
 cat <<'CMD'
 

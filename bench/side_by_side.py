@@ -96,6 +96,9 @@ class _Progress:
         latency = f" {m.latency_ms:.3f} ms" if m.latency_ms is not None else ""
         print(f"  {self.name}: trial {self.done}: {m.status.value}{latency}", file=sys.stderr, flush=True)
 
+    def confirming(self, line: str) -> None:
+        print(f"  {self.name}: {line}", file=sys.stderr, flush=True)
+
     def finished(self, result: Any) -> None:
         """The search's own summary (finalists, ablation, claim), as `tuner search` prints it."""
         from tuner.cli.summary import summary_table

@@ -52,6 +52,7 @@ GROUND = ("tuner.errors", "tuner.settings", "tuner.version", "tuner.text", "tune
 # that module. Units on one floor import each other in neither direction.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("ground",),
+    ("tuner.runtime",),
     ("tuner.trial",),
     ("tuner.search_spaces",),
     ("tuner.storage",),

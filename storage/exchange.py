@@ -1,8 +1,8 @@
 """Exchange files: best configs as versioned JSON with a checksum; import, export and merge.
 
-The format (version 5), one JSON object and nothing else (never pickle):
+The format (version 6), one JSON object and nothing else (never pickle):
 
-    {"format": "tuner-exchange", "version": 5, "checksum": "sha256:<hex>",
+    {"format": "tuner-exchange", "version": 6, "checksum": "sha256:<hex>",
      "exported_at": "<ISO 8601 UTC>", "exported_by": {"user", "host", "tuner_version"},
      "platforms": [{"key", "hardware_key", "software_key", "device", "hardware", "software"}],
      "workloads": [{"key", "name", "graphs": [{"index", "key", "num_nodes", "input_meta", "code"}]}],
@@ -10,7 +10,8 @@ The format (version 5), one JSON object and nothing else (never pickle):
                     "speedup", "ci_low", "ci_high", "rounds", "latency_ms", "baseline_ms",
                     "user", "host", "tuner_version", "torch_version", "triton_version",
                     "created_at", "eager", "unfrozen_params", "unfrozen_speedup",
-                    "unfrozen_eager", "search_speedup", "unsafe"}],
+                    "unfrozen_eager", "search_speedup", "unsafe", "runtime": {knob: value},
+                    "stability"}],
      "failure_rules": [{"platform_key", "knobs": {knob: value}, "failures", "created_at"}],
      "kernel_configs": [{"kernel_key", "kernel_name", "platform_key", "key_args": {name: scalar},
                          "dtypes", "config": {name: scalar}, "latency_ms", "spread_ms",
@@ -27,11 +28,14 @@ file's platforms (`tuner.autotune` winners, Inductor's harvested GEMM choices an
 configs), so a teammate importing the file launches those kernels without benchmarking. Version 5
 added the record key "unsafe" (the record's search ran with `--unsafe`; lookup applies it only
 where the compile call opts in); an older record reads as unsafe exactly where its knobs include
-one the platform's table marks unsafe. This tuner writes version 5 and reads versions 1 to 5: a version-1 record has exactly the other keys
-and reads as eager and unfrozen_eager false with the three others null; files before version 3
-have no "failure_rules" and carry none, files before version 4 no "kernel_configs". A tuner that
-knows an older version refuses a newer file by name ("upgrade tuner") instead of dropping
-what it cannot apply.
+one the platform's table marks unsafe. Version 6 added the record keys "runtime" (the verdict's
+runtime knobs, `tuner.runtime`, by name: {} where none apply) and "stability" (the share of
+bootstrap resamples of the confirmation's held-out rounds the config won or tied; null where not
+measured); an older record reads as {} and null. This tuner writes version 6 and reads versions 1
+to 6: a version-1 record has exactly the other keys and reads as eager and unfrozen_eager false
+with the three others null; files before version 3 have no "failure_rules" and carry none, files
+before version 4 no "kernel_configs". A tuner that knows an older version refuses a newer file by
+name ("upgrade tuner") instead of dropping what it cannot apply.
 
 The checksum is the sha256 of the canonical JSON (sorted keys, no spaces) of the object
 without its "checksum" member, so it does not depend on the file's layout.
@@ -48,8 +52,9 @@ allow-list and at least 2 failures, on a platform of the file. A kernel config h
 scalars in `key_args` and `config`, timings and counts not negative, on a platform of the file;
 an imported one is kept where it is new or faster than the stored one. Last, every record,
 rule and kernel config is checked against what its own platform can apply
-(`tuner.storage.trust`: knobs of that device's table, evidence finite and within its cap, kernel
-configs within Inductor's limits, no control characters in any text).
+(`tuner.storage.trust`: knobs of that device's table, runtime knobs of the registry that apply on
+that device, evidence finite and within its cap, stability in [0, 1], kernel configs within
+Inductor's limits, no control characters in any text).
 Then `Store.apply_snapshot` writes everything in one transaction. Any problem raises
 ExchangeError and writes nothing. The records (their keys per version, how they are written
 and checked) live in `tuner.storage.exchange_records`.
@@ -78,7 +83,7 @@ from tuner.storage.store import Store
 from tuner.storage.urls import safe_url
 
 FORMAT = "tuner-exchange"
-VERSION = 5
+VERSION = 6
 MAX_FILE_BYTES = 64 * 2**20
 MAX_GRAPH_CODE = 2**20                  # a graph's canonical text
 MAX_INPUT_META = 256 * 2**10
@@ -87,7 +92,7 @@ MAX_ENTRIES = 64                        # keys of a platform's hardware or softw
 _TOP = {"format": str, "version": int, "checksum": str, "exported_at": str, "exported_by": dict,
         "platforms": list, "workloads": list, "records": list}
 _TOP_V3 = {**_TOP, "failure_rules": list}
-_TOP_V4 = {**_TOP_V3, "kernel_configs": list}         # version 5 added a record key only
+_TOP_V4 = {**_TOP_V3, "kernel_configs": list}         # versions 5 and 6 added record keys only
 _BY = {"user": str, "host": str, "tuner_version": str}
 _PLATFORM = {"key": str, "hardware_key": str, "software_key": str, "device": str,
              "hardware": dict, "software": dict}

@@ -1,10 +1,11 @@
 """The records of an exchange file: one best config, or one failure rule, as a JSON object.
 
-`record_json` writes a BestConfig as a record of the current format (version 5: version 2's
-keys and `unsafe`); `record_best` checks one record of version 1 to 5 and returns its
-BestConfig. A version-1 record lacks the verdict keys (`eager`, `unfrozen_params`,
+`record_json` writes a BestConfig as a record of the current format (version 6: version 2's
+keys, `unsafe`, `runtime` and `stability`); `record_best` checks one record of version 1 to 6 and
+returns its BestConfig. A version-1 record lacks the verdict keys (`eager`, `unfrozen_params`,
 `unfrozen_speedup`, `search_speedup`) and reads with BestConfig's defaults for them; a record
-before version 5 lacks `unsafe` and reads as unsafe exactly where its knobs include an unsafe one.
+before version 5 lacks `unsafe` and reads as unsafe exactly where its knobs include an unsafe one;
+a record before version 6 lacks `runtime` and `stability` and reads as {} and None.
 Every record is then checked against what its own platform can apply (`tuner.storage.trust`).
 `rule_json` and `record_rule` do the same for a learned failure rule (version 3), `kernel_json`
 and `record_kernel` for a kernel config (version 4). The file
@@ -16,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tuner.errors import SpaceError
-from tuner.jsoncheck import Invalid, check_fields, check_string, is_kind, show
+from tuner.jsoncheck import Invalid, check_fields, check_string, check_text_map, is_kind, show
 from tuner.keys import Platform
 from tuner.storage.failure_rows import MIN_FAILURES
 from tuner.storage.provenance import utc_iso
@@ -36,12 +37,14 @@ KEYS: dict[int, dict[str, Any]] = {
 }
 KEYS[3] = KEYS[4] = KEYS[2]           # versions 3 and 4 added other objects, not record keys
 KEYS[5] = {**KEYS[2], "unsafe": bool}  # version 5: the record's search ran with --unsafe
+KEYS[6] = {**KEYS[5], "runtime": dict, "stability": (float, None)}   # version 6: runtime knobs, stability
+MAX_RUNTIME_KNOBS = 16                  # entries of a record's runtime (the registry holds fewer)
 RULE_KEYS = {"platform_key": str, "knobs": dict, "failures": int, "created_at": str}
 # The database columns' limits, in bytes of UTF-8.
 RECORD_LENGTHS = {"graph_key": 128, "platform_key": 128, "workload_key": 128, "user": 255,
                   "host": 255, "tuner_version": 64, "torch_version": 128, "triton_version": 128}
 _FLOATS = ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms", "unfrozen_speedup",
-           "search_speedup")
+           "search_speedup", "stability")
 
 
 def record_json(best: BestConfig) -> dict[str, Any]:
@@ -52,7 +55,7 @@ def record_json(best: BestConfig) -> dict[str, Any]:
     unfrozen = None if best.unfrozen_params is None else dict(best.unfrozen_params)
     return {**{name: getattr(best, name) for name in KEYS[max(KEYS)]}, **floats,
             "params": dict(best.params), "rounds": int(best.rounds), "eager": bool(best.eager),
-            "unfrozen_eager": bool(best.unfrozen_eager), "unsafe": bool(best.unsafe),
+            "unfrozen_eager": bool(best.unfrozen_eager), "unsafe": bool(best.unsafe), "runtime": dict(best.runtime),
             "unfrozen_params": unfrozen, "created_at": utc_iso(best.created_at)}
 
 
@@ -76,6 +79,8 @@ def record_best(record: Any, where: str, *, version: int,
         if record[name] is not None and record[name] < 0:
             raise Invalid(f"{where}: {name} must not be negative")
     _check_verdict(record, where)
+    if "runtime" in record:            # version 6: names and values from a fixed registry (trust below)
+        check_text_map(record["runtime"], f"{where} runtime", max_entries=MAX_RUNTIME_KNOBS, max_string=128)
     created = _created(record["created_at"], where)
     fields = {name: record[name] for name in spec if name != "created_at"}
     for name in _FLOATS:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (JSON, Boolean, DateTime, Dialect, Float, ForeignKey, Index, Integer,
-                        MetaData, String, Text, TypeDecorator, UniqueConstraint, false)
+                        MetaData, String, Text, TypeDecorator, UniqueConstraint, false, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Deterministic constraint names, so migrations (and SQLite batch mode) can refer to them.
@@ -190,6 +190,8 @@ class BestConfigRow(Base):
     unfrozen_eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
     search_speedup: Mapped[float | None] = mapped_column(Float)
     unsafe: Mapped[bool] = mapped_column(Boolean, server_default=false())   # its search ran with --unsafe
+    runtime: Mapped[dict[str, Any]] = mapped_column(server_default=text("'{}'"))   # runtime knobs (0009)
+    stability: Mapped[float | None] = mapped_column(Float)   # share of resamples it won or tied (0009)
 
 
 class BestHistoryRow(Base):
@@ -233,6 +235,8 @@ class BestHistoryRow(Base):
     unfrozen_eager: Mapped[bool] = mapped_column(Boolean, server_default=false())
     search_speedup: Mapped[float | None] = mapped_column(Float)
     unsafe: Mapped[bool] = mapped_column(Boolean, server_default=false())   # its search ran with --unsafe
+    runtime: Mapped[dict[str, Any]] = mapped_column(server_default=text("'{}'"))   # runtime knobs (0009)
+    stability: Mapped[float | None] = mapped_column(Float)   # share of resamples it won or tied (0009)
 
 
 class KernelConfigRow(Base):

@@ -12,6 +12,8 @@ measurement without them keeps the key it had before: history rows, 0002's seede
 exchange files written earlier are still recognised when offered again. Schema 0007's `unsafe`
 enters it only when true and not implied by the knobs (a row whose knobs include an unsafe one is
 always unsafe: `tuner.storage.trust`), so the rows 0007 marks, and older files, keep their keys.
+Schema 0009's `runtime` enters it only when not empty and `stability` only when not None, so every
+row, history entry and exchange file from before them keeps its key.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ _FLOATS = ("speedup", "ci_low", "ci_high", "latency_ms", "baseline_ms")
 def measurement_key(best: BestConfig) -> str:
     """The hex sha256 of the measurement's canonical JSON. `best.created_at` must be set
     (and aware); `study_id`, `source` and `origin` are local to a database and not part of it;
-    the fields of schema 0004 are part of it only when set (see the module docstring)."""
+    the fields of schemas 0004, 0007 and 0009 are part of it only when set (see the module docstring)."""
     if best.created_at is None or best.created_at.tzinfo is None:
         raise ValueError("measurement_key needs an aware created_at; set it before saving")
     data: dict[str, Any] = {name: getattr(best, name) for name in KEY_FIELDS}
@@ -49,7 +51,9 @@ def measurement_key(best: BestConfig) -> str:
         data["unfrozen_eager"] = True
     if best.unsafe and not any(holds_unsafe(p) for p in (best.params, best.unfrozen_params)):
         data["unsafe"] = True            # schema 0007: only when set and not implied by the knobs
-    for name in ("unfrozen_speedup", "search_speedup"):
+    if best.runtime:
+        data["runtime"] = dict(best.runtime)     # schema 0009: only when set
+    for name in ("unfrozen_speedup", "search_speedup", "stability"):
         if getattr(best, name) is not None:
             data[name] = float(getattr(best, name))
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()

@@ -140,14 +140,16 @@ def to_trial(row: TrialRow) -> TrialRecord:
 _BEST_FIELDS = ("graph_key", "params", "is_default", "speedup", "ci_low", "ci_high", "rounds",
                 "latency_ms", "baseline_ms", "workload_key", "study_id", "user", "host",
                 "tuner_version", "torch_version", "triton_version", "source", "origin",
-                "eager", "unfrozen_params", "unfrozen_speedup", "unfrozen_eager", "search_speedup", "unsafe")
+                "eager", "unfrozen_params", "unfrozen_speedup", "unfrozen_eager", "search_speedup", "unsafe",
+                "runtime", "stability")
 
 
 def _best_values(best: BestConfig) -> dict[str, Any]:
     """The columns of a best config shared by best_configs and best_history, as stored."""
     values = {name: getattr(best, name) for name in _BEST_FIELDS}
     values.update(params=dict(best.params), eager=bool(best.eager), unfrozen_eager=bool(best.unfrozen_eager),
-                  unsafe=bool(best.unsafe),
+                  unsafe=bool(best.unsafe), runtime=dict(best.runtime),
+                  stability=None if best.stability is None else float(best.stability),
                   unfrozen_params=None if best.unfrozen_params is None else dict(best.unfrozen_params))
     return values
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Union
 
@@ -57,6 +57,13 @@ class BestConfig:
     search ran with `--unsafe` (knobs that change numerics were in its space), so lookup applies the
     row only where the compile call opts in (`options={"unsafe": True}`); every row whose knobs
     include an unsafe one has it set (`tuner.storage.trust`).
+
+    `runtime` holds the verdict's runtime knobs (`tuner.runtime`: settings of the process the model
+    runs in, e.g. `{"runtime.allocator": "jemalloc"}`), never mixed into `params`: they apply beside
+    any verdict, a config, Inductor's defaults (`is_default`) or eager, so a defaults-won or eager
+    row has `params` {} and may have `runtime` set; {} when the process as it starts won.
+    `stability` is the share of bootstrap resamples of the confirmation's held-out rounds in which
+    this config was the fastest or tied, in [0, 1]; None where it was not measured.
     """
 
     graph_key: str
@@ -85,6 +92,8 @@ class BestConfig:
     unfrozen_eager: bool = False        # beside a freezing winner, running uncompiled beat every config without it
     search_speedup: float | None = None             # the winner's paired speedup in its trial
     unsafe: bool = False             # its search ran with --unsafe: lookup applies it only on opt-in
+    runtime: dict[str, str] = field(default_factory=dict)   # runtime knob -> value; {}: the process as it starts
+    stability: float | None = None   # share of held-out resamples it won or tied, in [0, 1]
 
 
 @dataclass(frozen=True)

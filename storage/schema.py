@@ -14,7 +14,7 @@ from tuner.errors import SchemaOutdated, SchemaTooNew, StorageError
 from tuner.storage.urls import safe_url
 
 VERSION_TABLE = "tuner_alembic_version"
-SCHEMA_HEAD = "0008_trial_phases"
+SCHEMA_HEAD = "0009_runtime_and_stability"
 
 
 def read_revision(connection: Connection) -> str | None:

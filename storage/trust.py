@@ -11,10 +11,15 @@ Inductor's defaults). Plain Python over the frozen records; no database, no torc
   value is refused on a CPU platform. Values against that knob's type, range and choices;
   `cpp.gemm_thread_factors` must multiply to the platform's thread count. A knob the table marks
   unsafe needs the row's `unsafe` flag (its search ran with `--unsafe`).
+- **Runtime knobs** (`BestConfig.runtime`): a mapping whose every item is a runtime knob of the
+  registry with one of its fixed values that applies on the platform's device
+  (`tuner.runtime.runtime_problem`): a CUDA allocator option is refused on a CPU platform, and an
+  allocator is a name, never a path or free text.
 - **Evidence**: finite; `1/MAX_SPEEDUP <= ci_low <= speedup <= ci_high <= MAX_SPEEDUP` (no real
   confirmation measures a config 100x faster or slower than Inductor's defaults); rounds in
-  [1, MAX_ROUNDS]; latencies above zero and below MAX_LATENCY_MS. Without the cap a row with
-  `ci_low=1e300` would win every "keep the better" comparison forever.
+  [1, MAX_ROUNDS]; latencies above zero and below MAX_LATENCY_MS; `stability` None or a share in
+  [0, 1]. Without the cap a row with `ci_low=1e300` would win every "keep the better" comparison
+  forever.
 - **Kernel configs** (`kernel_configs` rows): Inductor's Triton tile configs (`inductor-triton:`)
   hold only the block-size keys Inductor uses, each a power of two within Inductor's maxima
   (`TRITON_MAX_BLOCK`, restated), plus `num_warps` (a power of two up to 32) and `num_stages` (1
@@ -32,6 +37,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tuner.jsoncheck import show
+
 if TYPE_CHECKING:
     from tuner.keys import Platform
     from tuner.storage.records import BestConfig, FailureRule, KernelConfig
@@ -40,6 +47,7 @@ MAX_SPEEDUP = 100.0                     # no confirmed config is 100x off Induct
 MAX_ROUNDS = 100_000                    # confirmation rounds behind one interval
 MAX_LATENCY_MS = 3_600_000.0            # an hour per call: beyond any model tuner measures
 MIN_KERNEL_MS = 1e-4                    # 100 ns: below any kernel launch
+MAX_RUNTIME_TEXT = 64                   # characters of a runtime knob's name or value (the registry's are short)
 # Inductor's largest block per prefix (torch._inductor.runtime.hints.TRITON_MAX_BLOCK in torch 2.13;
 # X is 8192 on ROCm, 4096 on CUDA; R0_ and R1_ include multi-kernel's factor 16).
 TRITON_MAX_BLOCK = {"XBLOCK": 8192, "YBLOCK": 1024, "ZBLOCK": 1024, "R0_BLOCK": 4096 * 16,
@@ -130,12 +138,34 @@ def evidence_problem(best: "BestConfig") -> str | None:
             return f"{name} {numbers[name]!r} is outside (0, {MAX_LATENCY_MS:g}]"
     if type(best.rounds) is not int or not 1 <= best.rounds <= MAX_ROUNDS:
         return f"rounds {best.rounds!r} is outside [1, {MAX_ROUNDS}]"
+    stability = best.stability
+    if stability is not None:
+        if isinstance(stability, bool) or not isinstance(stability, (int, float)) or not math.isfinite(stability):
+            return f"stability is {show(stability)}, not a finite number"
+        if not 0 <= stability <= 1:
+            return f"stability {stability!r} is outside [0, 1] (a share of resamples)"
+    return None
+
+
+def runtime_knobs_problem(runtime: Any, platform: "Platform") -> str | None:
+    """Why runtime knobs `runtime` cannot apply on `platform` (see the module docstring), or None."""
+    from tuner.runtime import runtime_problem
+
+    if not isinstance(runtime, Mapping):
+        return f"runtime is a {type(runtime).__name__}, not a mapping of runtime knob names to values"
+    for name, value in runtime.items():
+        for text in (name, value):
+            if isinstance(text, str) and len(text) > MAX_RUNTIME_TEXT:
+                return f"runtime: {show(text)} is not a runtime knob or value (over {MAX_RUNTIME_TEXT} characters)"
+        problem = runtime_problem(name, value, platform.device)
+        if problem is not None:
+            return f"runtime: {problem}"
     return None
 
 
 def best_problem(best: "BestConfig", platform: "Platform") -> str | None:
     """Why stored best config `best` cannot apply on `platform` (the platform it was stored for):
-    its text, evidence, knobs and verdict; None when it can."""
+    its text, evidence, knobs, verdict and runtime knobs; None when it can."""
     for name in _BEST_TEXT:
         problem = control_problem(getattr(best, name), name)
         if problem is not None:
@@ -150,7 +180,7 @@ def best_problem(best: "BestConfig", platform: "Platform") -> str | None:
         problem = params_problem(best.unfrozen_params, platform, unsafe=best.unsafe, where="unfrozen_params")
     if problem is None and (best.is_default or best.eager) and best.params:
         problem = "a defaults-won or eager row must have empty params"
-    return problem
+    return problem or runtime_knobs_problem(best.runtime, platform)
 
 
 def rule_problem(rule: "FailureRule", platform: "Platform") -> str | None:

@@ -37,7 +37,7 @@ def workload_key(graph_keys: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class GraphFingerprint:
-    """One Dynamo graph. `key` is the workload key of DESIGN.md (structural, value-free)."""
+    """One Dynamo graph. `key` is the workload key (docs/design.md: structural, value-free)."""
 
     key: str            # hex sha256, 32 chars: graph_key(code)
     index: int          # order in which Dynamo produced it

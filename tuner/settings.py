@@ -25,6 +25,12 @@ def _login_name() -> str:
         return "unknown"
 
 
+# The variables a process reads once, as it starts, that runtime knobs set (`tuner.runtime.knobs`):
+# the backend reads them to tell whether a stored runtime knob is in effect in this process.
+PROCESS_VARIABLES = ("LD_PRELOAD", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "OMP_WAIT_POLICY",
+                     "OMP_PROC_BIND", "OMP_PLACES", "PYTORCH_CUDA_ALLOC_CONF")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of tuner itself (not of Inductor). Frozen: derive with `replace`."""
@@ -37,7 +43,9 @@ class Settings:
     ray_address: str | None = None           # RAY_ADDRESS (Ray's own variable) or TUNER_RAY_ADDRESS
     ray_auth_mode: str | None = None         # RAY_AUTH_MODE (Ray's own): "disabled" refuses a local cluster
     user: str = ""                           # provenance: USER / LOGNAME
+    cuda_visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES (CUDA's own): the GPUs torch sees, in order
     debug: bool = False                      # TUNER_DEBUG: tracebacks on errors
+    process_env: tuple[tuple[str, str], ...] = ()   # PROCESS_VARIABLES as this process started with them
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
@@ -53,5 +61,7 @@ class Settings:
             ray_address=env.get("TUNER_RAY_ADDRESS") or env.get("RAY_ADDRESS") or None,
             ray_auth_mode=env.get("RAY_AUTH_MODE") or None,
             user=env.get("USER") or env.get("LOGNAME") or _login_name(),
+            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
             debug=env.get("TUNER_DEBUG", "") not in ("", "0", "false", "no"),
+            process_env=tuple((name, env[name]) for name in PROCESS_VARIABLES if name in env),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tuner.errors import UsageError
-from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, TrialRequest
+from tuner.trial import ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, ProcessRequest, ProcessTiming, TrialRequest
 
 
 class Executor(Protocol):
@@ -30,6 +30,13 @@ class Executor(Protocol):
         Never raises for a failed run: no result within `request.timeout_s` is a
         `ConfirmFailed` with TIMEOUT, a process or task that died one with CRASHED.
         """
+        ...
+
+    def run_process(self, request: ProcessRequest) -> ProcessTiming:
+        """Time one config in a fresh process started with `request.runtime` (runtime knobs: an
+        allocator preloaded, OpenMP's environment), on a node of its platform (blocking): the
+        process stage's unit (`tuner.search.process_stage`). Never raises for a failed process: a
+        ProcessTiming with TIMEOUT or CRASHED, as a trial's."""
         ...
 
     def platforms(self) -> dict[str, int] | None:

@@ -66,6 +66,24 @@ def platforms_in(node_resources: list[dict[str, float]]) -> dict[str, int]:
     return counts
 
 
+def why_unplaceable(nodes: list[dict[str, float]], platform_key: str | None, *, gpu: bool = False) -> str | None:
+    """Why none of `nodes` (the alive nodes' resources) can run a trial for `platform_key` (None: any
+    node) that holds a whole GPU when `gpu`: none advertises the platform, or none of those has a GPU.
+    One line naming the fix; None where a node can. Ray would otherwise keep such a trial waiting, silently."""
+    fits = nodes if platform_key is None else [n for n in nodes if platform_resource(platform_key) in n]
+    if platform_key is not None and not fits:
+        present = ", ".join(sorted(platforms_in(nodes))) or "none"
+        return (f"no node of the Ray cluster advertises platform {platform_key} (resource "
+                f"{platform_resource(platform_key)}); platforms present: {present}. Start a node on that hardware "
+                f"with: ray start --address ADDRESS --resources \"$(python -m tuner.workers.placement)\"")
+    if gpu and not any(n.get("GPU", 0.0) >= 1 for n in fits):
+        which = "of the Ray cluster" if platform_key is None else f"advertising platform {platform_key}"
+        return (f"no alive node {which} has a GPU for Ray to give, and each trial of a CUDA search holds one; "
+                f"start a GPU node with: ray start --address ADDRESS --num-gpus N "
+                f"--resources \"$(python -m tuner.workers.placement --device cuda)\"")
+    return None
+
+
 def cluster_platforms() -> dict[str, int]:
     """The platforms the connected Ray cluster can run trials for: key -> alive nodes.
 

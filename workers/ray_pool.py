@@ -14,25 +14,26 @@ Faults become Measurements here, the Ray side of the measurement boundary:
 
 Each task streams two values: a "started" marker as soon as it runs (so a deadline counts
 from the start, not from time spent queued behind other work) and then the Measurement.
+What the tasks run on their nodes is `workers/ray_tasks.py`. A trial or a search that no alive
+node of a joined cluster can run (its platform absent; for a CUDA search, no GPU among those
+nodes) fails fast with a UsageError naming the fix (`tuner.workers.placement.why_unplaceable`).
 Ray is imported lazily: only when an executor is built.
 """
 from __future__ import annotations
 
-import os
-import socket
 import time
 from collections import deque
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from tuner.errors import UsageError
-from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, MeasureSpec, Measurement, Status,
+from tuner.settings import Settings
+from tuner.trial import (ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, ProcessRequest, ProcessTiming, Status,
                          TrialRequest)
-from tuner.workers.caches import search_cache_env
-from tuner.workers.isolation import confirm_isolated, run_isolated
-from tuner.workers.placement import platform_resource, trial_resources
-from tuner.workers.spares import process_spares
+from tuner.workers.caches import new_cache_name, remove_node_cache, user_cache_folder
+from tuner.workers.placement import platforms_in, trial_resources, why_unplaceable
 from tuner.workers.ray_session import RaySession, connect
+from tuner.workers.ray_tasks import confirm_task, measure_on_node, process_task, trial_task_for
 
 # What one trial reserves. Trials spend most of their time in a child process that
 # compiles, or waiting for the measure lock, so a quarter CPU lets 8 trials share 2 cores;
@@ -40,67 +41,16 @@ from tuner.workers.ray_session import RaySession, connect
 TRIAL_CPUS = 0.25
 DEFAULT_GRACE_S = 30.0       # beyond the trial's own deadline, before the driver cancels the task
 UNPLACED_CHECK_S = 10.0      # how often to check that a queued trial's platform still has a node
+CLEANUP_S = 10.0             # at close, how long to wait for the nodes to remove the search's cache folder
 TASK_NAME_PREFIX = "tuner-trial-"   # + trial number: the task's name, and its worker's process title
 
 
-def measure_on_node(request: TrialRequest, *, cache: str | None = None, warm: bool = True) -> Measurement:
-    """How a Ray task measures a trial by default: `run_isolated`, in a fresh trial process on its node
-    (this Ray worker's spare when `warm` and its environment fits), its compile caches in `cache`."""
-    return run_isolated(request, env=node_env(request.spec, cache), spares=process_spares() if warm else None)
-
-
-def node_env(spec: MeasureSpec, cache: str | None) -> dict[str, str] | None:
-    """`trial_env`, with the search's compile caches in `cache` on this node (None: Inductor's own)."""
-    env = trial_env(spec)
-    return env if cache is None else search_cache_env(cache, env)
-
-
-def trial_env(spec: MeasureSpec) -> dict[str, str] | None:
-    """The environment of a trial or confirmation process started by a Ray task (None: the task's own).
-
-    Ray sets OMP_NUM_THREADS=1 for tasks with under one CPU. The trial process would inherit
-    it and measure single-threaded under a platform key for torch's default thread count, so
-    unless `spec` fixes `threads`, the process gets this worker's environment without it. The
-    Ray worker's own environment is left as it is.
-    """
-    if spec.threads is not None or "OMP_NUM_THREADS" not in os.environ:
-        return None
-    return {name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"}
-
-
-def with_assigned_gpus(spec: MeasureSpec) -> MeasureSpec:
-    """`spec` with the GPUs Ray assigned this task (`ray.get_gpu_ids()`), run inside the task: the
-    trial process it starts sees only them (Ray's CUDA_VISIBLE_DEVICES), so the model file's
-    `cuda:N` is mapped onto them there (`tuner.workload.normal_cuda`). Unchanged without GPUs."""
-    import ray
-
-    ids = tuple(str(i) for i in ray.get_gpu_ids())
-    return replace(spec, gpu_ids=ids) if ids else spec
-
-
-def _trial_task_for(measure: Callable[[TrialRequest], Measurement]) -> Callable[[dict[str, Any]], Iterator[dict]]:
-    """The Ray task body, measuring with `measure`: report where it started, then yield the Measurement."""
-
-    def trial_task(request_json: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        import ray
-
-        node_id = ray.get_runtime_context().get_node_id()
-        yield {"started": node_id}
-        request = TrialRequest.from_json(request_json)
-        measurement = measure(replace(request, spec=with_assigned_gpus(request.spec)))
-        where = measurement.worker or f"{socket.gethostname()}:{os.getpid()}"
-        yield replace(measurement, worker=f"ray:{node_id}/{where}").to_json()
-
-    return trial_task
-
-
-def _confirm_task(request_json: dict[str, Any], cache: str | None = None, warm: bool = True) -> dict[str, Any]:
-    """The Ray task body of a confirmation: one fresh process on this node, like a trial.
-    Returns {"result": ConfirmResult JSON} or {"failed": ConfirmFailed JSON}."""
-    request = ConfirmRequest.from_json(request_json)
-    request = replace(request, spec=with_assigned_gpus(request.spec))
-    outcome = confirm_isolated(request, env=node_env(request.spec, cache), spares=process_spares() if warm else None)
-    return {"failed" if isinstance(outcome, ConfirmFailed) else "result": outcome.to_json()}
+def visible_gpus(settings: Settings | None = None) -> tuple[str, ...] | None:
+    """The GPUs this process's torch sees as cuda:0, cuda:1, ...: its CUDA_VISIBLE_DEVICES entries,
+    as Ray reads them (node GPU ids or UUIDs); None where it is unset (every GPU, in order)."""
+    listed = (settings or Settings.from_env()).cuda_visible_devices
+    empty = listed in ("", "NoDevFiles")
+    return None if listed is None else () if empty else tuple(item.strip() for item in listed.split(","))
 
 
 @dataclass
@@ -136,10 +86,10 @@ class RayExecutor:
         process); tests and benches pass stand-ins, which Ray workers must be able to unpickle.
         `warm` (default): each Ray worker process keeps a zygote and a spare trial
         process forked from it (`workers/spares.py`).
-        The trials share a compile cache folder (`workers/caches.py`), made here and on each node
-        at this path; `close` removes this machine's. `get_executor` checks `workers`."""
+        The trials share a compile cache folder (`workers/caches.py`): unless the user named one, each
+        node makes it, private, under its own temporary folder, named after this search; `close`
+        removes it from every alive node. `get_executor` checks `workers`."""
         import functools
-        import tempfile
 
         import ray
 
@@ -150,24 +100,27 @@ class RayExecutor:
         self._queue: deque[TrialRequest] = deque()
         self._running: dict[Any, _Flight] = {}             # ObjectRefGenerator -> flight
         self._finished: deque[tuple[TrialRequest, Measurement]] = deque()
-        self._known_platforms: set[str] = set()
-        self._platforms_read_at = 0.0
+        self._nodes: list[dict[str, float]] = []         # the alive nodes' resources
+        self._nodes_read_at = 0.0
         self._session: RaySession | None = None      # set when this executor connected
         if not ray.is_initialized():
             self._session = _connect_keeping_sigterm(address, platform_key=platform_key, device=device,
                                                      capacity=workers)
         self._local_only = self._session is not None and self._session.owns_cluster
-        self._cache, self._warm = tempfile.mkdtemp(prefix="tuner-cache-"), warm
+        # Decided here, where torch is imported, and shipped: Ray tasks never ask torch (workers/caches.py).
+        self._cache = None if user_cache_folder() else new_cache_name()
+        self._warm, self._driver_gpus = warm, visible_gpus()
         measure = measure or functools.partial(measure_on_node, cache=self._cache, warm=warm)
-        self._task = ray.remote(_trial_task_for(measure))
-        self._refresh_platforms()
+        self._task = ray.remote(trial_task_for(measure, self._driver_gpus))
+        self._refresh_nodes()
 
     # -- the Executor protocol -------------------------------------------------------
 
     def submit(self, request: TrialRequest) -> None:
         """Queue one trial; it starts as soon as fewer than `capacity` are in flight.
 
-        Raises UsageError when the request's platform has no node in a joined cluster.
+        Raises UsageError when no alive node of a joined cluster can run it: none of its platform,
+        or, for a CUDA search, none of them with a GPU.
         """
         self._placement(request)
         self._queue.append(request)
@@ -198,38 +151,56 @@ class RayExecutor:
         self._finished.clear()
 
     def close(self) -> None:
-        """Cancel what is still running, and shut down the local cluster if this executor started it."""
-        import shutil
-
+        """Cancel what is still running, remove the search's cache folder from the nodes (`_remove_caches`),
+        and shut down the local cluster if this executor started it."""
         self.cancel()
+        if self._cache is not None:
+            self._remove_caches()
         if self._session is not None:
             self._session.close()
             self._session = None
-        shutil.rmtree(self._cache, ignore_errors=True)
 
     # -- beyond the protocol ---------------------------------------------------------
 
     def run_confirmation(self, request: ConfirmRequest) -> ConfirmResult | ConfirmFailed:
         """Run the confirmation as one Ray task on a node of `request.platform_key` (blocking)."""
+        data = self._blocking(confirm_task, request.to_json(), TrialRequest(spec=request.spec, params=()),
+                              request.timeout_s, what="confirmation")
+        if isinstance(data, str):
+            status = Status.TIMEOUT if data.startswith("timeout") else Status.CRASHED
+            return ConfirmFailed(status, data)
+        if "failed" in data:
+            return ConfirmFailed.from_json(data["failed"])
+        return ConfirmResult.from_json(data["result"])
+
+    def run_process(self, request: ProcessRequest) -> ProcessTiming:
+        """A timing process of the process stage as one Ray task on a node of its platform (blocking):
+        the node starts it with the request's runtime knobs, resolved there (`ray_tasks.process_task`)."""
+        data = self._blocking(process_task, request.to_json(), TrialRequest(spec=request.spec, params=()),
+                              request.timeout_s, what="timing process")
+        if isinstance(data, str):
+            return ProcessTiming.failed(request.label, Status.TIMEOUT if data.startswith("timeout") else Status.CRASHED,
+                                        data)
+        return ProcessTiming.from_json(data)
+
+    def _blocking(self, body: Callable[..., Any], payload: dict[str, Any], probe: TrialRequest, timeout_s: float, *,
+                  what: str) -> dict[str, Any] | str:
+        """Run `body(payload, cache, warm, driver_gpus)` as one Ray task placed as `probe` would be, and
+        wait for it: its value, or one line saying why there is none (starting "timeout" for a deadline)."""
         ray = self._ray
-        probe = TrialRequest(spec=request.spec, params=())
-        task = ray.remote(_confirm_task).options(num_cpus=TRIAL_CPUS, num_gpus=self._num_gpus,
-                                                 resources=self._placement(probe), max_retries=0)
-        ref = task.remote(request.to_json(), self._cache, self._warm)
+        task = ray.remote(body).options(num_cpus=TRIAL_CPUS, num_gpus=self._num_gpus,
+                                        resources=self._placement(probe), max_retries=0)
+        ref = task.remote(payload, self._cache, self._warm, self._driver_gpus)
         try:
-            data = ray.get(ref, timeout=request.timeout_s + self.grace_s)
+            return ray.get(ref, timeout=timeout_s + self.grace_s)
         except KeyboardInterrupt:        # the search was interrupted: stop the task, on any cluster
             ray.cancel(ref, force=True)
             raise
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
-            return ConfirmFailed(Status.TIMEOUT,
-                                 f"timeout: no confirmation within {request.timeout_s:g} s; the task was cancelled")
+            return f"timeout: no {what} within {timeout_s:g} s; the task was cancelled"
         except ray.exceptions.RayError as exc:
-            return ConfirmFailed(Status.CRASHED, f"the confirmation task failed: {_ray_failure(exc)}")
-        if "failed" in data:
-            return ConfirmFailed.from_json(data["failed"])
-        return ConfirmResult.from_json(data["result"])
+            return f"the {what} task failed: {_ray_failure(exc)}"
 
     def platforms(self) -> dict[str, int]:
         """Platform key -> alive nodes advertising it, in the connected cluster."""
@@ -240,29 +211,53 @@ class RayExecutor:
     # -- internals -------------------------------------------------------------------
 
     def _placement(self, request: TrialRequest) -> dict[str, float]:
+        """The custom resources a task of `request` asks for; UsageError, naming the fix, where no alive
+        node of a joined cluster can run it (`_why_unplaceable`)."""
         key = request.platform_key
-        if key is None:
-            return {}
-        if key not in self._known_platforms:
-            self._refresh_platforms(max_age_s=1.0)
-        if key in self._known_platforms:
-            return trial_resources(key)
-        if self._local_only:
-            return {}     # our own one-node cluster: this machine is the only place to run
-        present = ", ".join(sorted(self._known_platforms)) or "none"
-        raise UsageError(
-            f"no node of the Ray cluster advertises platform {key} (resource {platform_resource(key)}); "
-            f"platforms present: {present}. Start a node on that hardware with: "
-            f"ray start --address ADDRESS --resources \"$(python -m tuner.workers.placement)\"")
+        if self._local_only:     # our own one-node cluster: this machine is the only place to run
+            if key is not None and key not in platforms_in(self._nodes):
+                self._refresh_nodes(max_age_s=1.0)
+            return trial_resources(key) if key is not None and key in platforms_in(self._nodes) else {}
+        problem = self._why_unplaceable(key)
+        if problem is not None:
+            raise UsageError(problem)
+        return {} if key is None else trial_resources(key)
 
-    def _refresh_platforms(self, *, max_age_s: float = 0.0) -> None:
-        """Re-read which platforms the cluster's alive nodes advertise, if older than `max_age_s`."""
-        from tuner.workers.placement import platforms_in
+    def _why_unplaceable(self, key: str | None, *, fresh: bool = False) -> str | None:
+        """`why_unplaceable` for platform `key` on the alive nodes; asks the cluster again (at most once a
+        second) before it finds a problem, or first when `fresh`."""
+        if fresh:
+            self._refresh_nodes(max_age_s=1.0)
+        problem = why_unplaceable(self._nodes, key, gpu=self._num_gpus > 0)
+        if problem is not None and not fresh:
+            self._refresh_nodes(max_age_s=1.0)
+            problem = why_unplaceable(self._nodes, key, gpu=self._num_gpus > 0)
+        return problem
 
-        if self._platforms_read_at and time.monotonic() - self._platforms_read_at < max_age_s:
+    def _refresh_nodes(self, *, max_age_s: float = 0.0) -> None:
+        """Re-read the resources of the cluster's alive nodes, if older than `max_age_s`."""
+        if self._nodes_read_at and time.monotonic() - self._nodes_read_at < max_age_s:
             return
-        self._known_platforms = set(platforms_in([self._ray.cluster_resources()]))
-        self._platforms_read_at = time.monotonic()
+        self._nodes = [dict(node["Resources"]) for node in self._ray.nodes() if node.get("Alive")]
+        self._nodes_read_at = time.monotonic()
+
+    def _remove_caches(self) -> None:
+        """Remove the search's cache folder from every alive node (a task pinned to each: a joined
+        cluster's nodes may be other machines) and from this machine; our own cluster's one node is
+        this machine, its processes started with this environment. Best effort: a node that has not
+        answered within CLEANUP_S keeps its folder (workers/caches.py says what is left where)."""
+        ray = self._ray
+        if not self._local_only and ray.is_initialized():
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            remove = ray.remote(remove_node_cache)
+            refs = [remove.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node["NodeID"], soft=False)).remote(self._cache) for node in ray.nodes() if node.get("Alive")]
+            if refs:
+                _, late = ray.wait(refs, num_returns=len(refs), timeout=CLEANUP_S)
+                for ref in late:
+                    ray.cancel(ref)
+        remove_node_cache(self._cache)
 
     def _fill(self) -> None:
         while self._queue and len(self._running) < self.capacity:
@@ -320,17 +315,11 @@ class RayExecutor:
                         Status.TIMEOUT, f"timeout: no result within {limit:g} s of the trial starting "
                                         f"(timeout {flight.request.timeout_s:g} s + grace {self.grace_s:g} s); "
                                         f"the Ray task was cancelled by force", flight.where))
-            elif now - flight.dispatched_at > UNPLACED_CHECK_S and self._unplaceable(flight.request):
+            elif now - flight.dispatched_at > UNPLACED_CHECK_S and not self._local_only and (
+                    problem := self._why_unplaceable(flight.request.platform_key, fresh=True)):
                 self._ray.cancel(generator, force=True)
                 self._finish(generator, Measurement.failed(
-                    Status.CRASHED, f"no alive node of the Ray cluster advertises platform "
-                                    f"{flight.request.platform_key} any more; the queued trial was cancelled"))
-
-    def _unplaceable(self, request: TrialRequest) -> bool:
-        if request.platform_key is None or self._local_only:
-            return False
-        self._refresh_platforms(max_age_s=1.0)
-        return request.platform_key not in self._known_platforms
+                    Status.CRASHED, f"the queued trial was cancelled, as no alive node can run it any more: {problem}"))
 
     def _finish(self, generator: Any, measurement: Measurement) -> None:
         flight = self._running.pop(generator)

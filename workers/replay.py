@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tuner.trial import (Candidate, ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement, Status,
-                         TrialRequest, VariantResult, replay_pruning)
+from tuner.trial import (DEFAULT, Candidate, ConfirmFailed, ConfirmRequest, ConfirmResult, Measurement,
+                         ProcessRequest, ProcessTiming, Status, TrialRequest, VariantResult, decided, replay_pruning)
 
 
 EAGER_KEY = "eager"
@@ -31,6 +31,11 @@ class ReplayExecutor:
     round i of every variant paired with round i of the others (cycling when it asks for
     more rounds than were recorded). With no `rounds`, a confirmation fails as not recorded.
 
+    A confirmation runs the sequential test of its request (`ConfirmRequest.looks`) on those rounds,
+    each multiplied by a factor of `round_noise` (a lognormal sigma; 0: none), so a run stops where a
+    confirmation process would and two runs differ as two processes do (cycling repeats rounds, and an
+    interval over repeats narrows with no new evidence: record as many rounds as the last look takes).
+
     `noise` (a lognormal sigma; 0: none) multiplies each answered OK or pruned trial's latency,
     paired ratio candidate/default and step values by one factor drawn per submission from a
     generator seeded with `seed`, so a candidate answered twice differs. A request with a
@@ -39,13 +44,16 @@ class ReplayExecutor:
     """
 
     def __init__(self, recorded: Mapping[str, Measurement], *, capacity: int = 1,
-                 rounds: Mapping[str, Sequence[float]] | None = None, noise: float = 0.0, seed: int = 0):
+                 rounds: Mapping[str, Sequence[float]] | None = None, noise: float = 0.0, seed: int = 0,
+                 round_noise: float = 0.0):
         self.capacity = capacity
         self.recorded = dict(recorded)
         self.rounds = {key: tuple(ms) for key, ms in (rounds or {}).items()}
-        self.noise = noise
+        self.noise, self.round_noise = noise, round_noise
         self._rng = random.Random(seed)
         self.confirmations: list[ConfirmRequest] = []
+        self.processes: list[ProcessRequest] = []
+        self._served: dict[str, int] = {}
         self.submitted: list[TrialRequest] = []
         self.most_in_flight = 0
         self._pending: deque[TrialRequest] = deque()
@@ -85,15 +93,49 @@ class ReplayExecutor:
         if not self.rounds:
             return ConfirmFailed(Status.RUNTIME_ERROR, "the replay executor has no recorded confirmation")
         self.confirmations.append(request)
+        found = {label: self.rounds.get(EAGER_KEY if params is None else Candidate(params).key)
+                 for label, params in request.variants}
+        plan = request.plan()
+        live = {label: recorded for label, recorded in found.items() if recorded}
+        looks = plan.looks or (request.rounds,)
+        baseline = DEFAULT if DEFAULT in live else next(iter(live), "")
+        # The sequential test as the confirmation process runs it (tuner.trial.timing.decided), on
+        # the recorded rounds (cycling), each times this run's noise.
+        factors = [[self._factor() for _ in range(looks[-1])] for _ in live]
+        count = looks[-1]
+        for look in looks:
+            ms = {label: [rec[i % len(rec)] * f[i] for i in range(look)] for (label, rec), f in zip(live.items(), factors)}
+            if look == looks[-1] or (plan.looks and decided(ms, baseline, plan)):
+                count = look
+                break
         variants = []
-        for label, params in request.variants:
-            recorded = self.rounds.get(EAGER_KEY if params is None else Candidate(params).key)
-            if not recorded:
-                variants.append(VariantResult(label, Status.RUNTIME_ERROR, error=f"no recorded rounds for {label}"))
-                continue
-            ms = tuple(recorded[i % len(recorded)] for i in range(request.rounds))
-            variants.append(VariantResult(label, Status.OK, compile_s=0.0, round_ms=ms))
-        return ConfirmResult(variants=tuple(variants))
+        for (label, recorded), f in zip(live.items(), factors):
+            variants.append(VariantResult(label, Status.OK, compile_s=0.0,
+                                          round_ms=tuple(recorded[i % len(recorded)] * f[i] for i in range(count))))
+        done = {v.label: v for v in variants}
+        return ConfirmResult(variants=tuple(done.get(label) or VariantResult(label, Status.RUNTIME_ERROR,
+                                                                             error=f"no recorded rounds for {label}")
+                                            for label in found))
+
+    def _factor(self) -> float:
+        return math.exp(self._rng.gauss(0.0, self.round_noise)) if self.round_noise else 1.0
+
+    def run_process(self, request: ProcessRequest) -> ProcessTiming:
+        """A timing process from the recorded confirmation rounds: its config's next round, times a
+        noise factor as a trial's. Runtime knobs were never recorded: such a request fails, saying so."""
+        if request.runtime:
+            return ProcessTiming.failed(request.label, Status.RUNTIME_ERROR,
+                                        "the replay executor has no recorded runtime knob measurement")
+        key = EAGER_KEY if request.params is None else Candidate(request.params).key
+        recorded = self.rounds.get(key)
+        if not recorded:
+            return ProcessTiming.failed(request.label, Status.RUNTIME_ERROR, f"no recorded rounds for {request.label}")
+        self.processes.append(request)
+        served = self._served.get(key, 0)
+        self._served[key] = served + 1
+        factor = math.exp(self._rng.gauss(0.0, self.noise)) if self.noise else 1.0
+        ms = recorded[served % len(recorded)] * factor
+        return ProcessTiming(request.label, Status.OK, samples_ms=(ms,), latency_ms=ms, compile_s=0.0)
 
     def platforms(self) -> None:
         """None: replays place nothing by platform."""

@@ -1,11 +1,16 @@
 """Entry point of a spawned trial process: `python -m tuner.workers.trial_process JOB RESULT PARENT`.
 
-Reads the job JSON, runs it, writes the result JSON. `... --zygote PARENT` is a zygote
-(`workers/zygote.py`): it imports what a trial needs, then forks spares that read JOB and RESULT
-from a FIFO. Only `run_trial` (under the spec's
-`--memory-limit`, when it has one) and `run_confirmation` run here; neither touches the database
+Reads the job JSON, runs it, writes the result JSON; a guard kills its process group when it
+ends, however it ends (`lifeline.guard_group`), and what it starts keeps its temporary files in
+the job's folder (`own_temporary_folder`), its precompiled headers in the search's cache folder
+(`headers_in_cache_folder`). A job is a trial or a confirmation (`run_trial` under the spec's
+`--memory-limit` when it has one, `run_confirmation`: several variants in one process, so the
+allocator is pinned first, `RuntimeConfig.pin_for_timing`), or a timing process of the process
+stage (`run_process_timing`: as a user's process, nothing pinned). None touches the database
 except through `MeasureSpec.kernel_db` (the model's `@tuner.autotune` kernels, and the GEMM
-choices a verified compile autotuned: `tuner.inductor.gemm_choices`).
+choices a verified compile autotuned: `tuner.inductor.gemm_choices`). `... --zygote PARENT
+COMMANDS REPORTS` is a zygote (`workers/zygote.py`): it imports what a trial needs, then forks
+spares that read JOB and RESULT from a FIFO.
 """
 from __future__ import annotations
 
@@ -16,23 +21,26 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tuner.workers.lifeline import die_with_parent
+from tuner.workers.lifeline import die_with_parent, guard_group
 
 
-def mark_step(label: str) -> None:
+def mark_step(label: str, holding: int | None = None) -> None:
     """Leave the label of the variant a confirmation is about to prepare or time in STEP_FILE, in
-    the job's folder (the working directory), where the parent reads it if this process dies
-    (workers/isolation.py). A death mid-write leaves it empty: no variant named."""
+    the job's folder (the working directory), and on a second line how many variants the process
+    then holds, where the parent reads them if this process dies (workers/isolation.py). A death
+    mid-write leaves it empty: no variant named."""
     from tuner.workers.isolation import STEP_FILE
 
     with open(STEP_FILE, "w") as handle:
-        handle.write(label)
+        handle.write(label if holding is None else f"{label}\n{holding}")
 
 
-def run_trial_job(payload: dict, handed_at: float | None = None) -> dict:
+def run_trial_job(payload: dict, handed_at: float | None = None,
+                  report: Callable[[dict], None] | None = None) -> dict:
     """Run one trial under its spec's memory cap, set before torch loads so that the cap covers
     everything the process holds; the Measurement as JSON, with `start_s` (from `handed_at`, when
-    the parent handed the job over, this host's `time.time()`, to the trial code's start)."""
+    the parent handed the job over, this host's `time.time()`, to the trial code's start).
+    `report` (see `main`) goes to `run_trial`."""
     from dataclasses import replace
 
     from tuner.trial import Measurement, Status, TrialRequest, apply_memory_limit, exceeded
@@ -56,7 +64,7 @@ def run_trial_job(payload: dict, handed_at: float | None = None) -> dict:
         return Measurement.failed(Status.CRASHED, f"{exceeded(limit)} while importing torch; "
                                                   f"raise --memory-limit").to_json()
     began = time.time()
-    measurement = run_trial(request)
+    measurement = run_trial(request, report=report)
     start_s = None if handed_at is None else max(0.0, began - handed_at)
     return replace(measurement, start_s=start_s).to_json()
 
@@ -201,14 +209,18 @@ def _cpu_patterns() -> None:
 PRIME_STEPS: tuple[Callable[[], None], ...] = (_torch_key, _triton_key, _vec_isa, _cpu_patterns)
 
 
-def zygote_main(parent_pid: int) -> int:
-    """A zygote (`workers/zygote.py`): die with the parent, import, then fork a spare per request;
-    each spare waits for its job on its FIFO and runs it."""
+def zygote_main(parent_pid: int, commands: int, reports: int) -> int:
+    """A zygote (`workers/zygote.py`): die with the parent, import, then fork a spare per request
+    on descriptor `commands`, reporting on `reports`; each spare waits for its job on its FIFO
+    and runs it."""
     die_with_parent(parent_pid)
+    for fd in (commands, reports):      # the protocol's own: no process the imports start gets them
+        os.set_inheritable(fd, False)
+    own_temporary_folder()              # the C++ compiler of the ISA probe, killed with the zygote
     import_for_trials()
     from tuner.workers.zygote import serve_forks
 
-    return serve_forks(run_forked)
+    return serve_forks(run_forked, commands, reports)
 
 
 def run_forked(folder: Path) -> int:
@@ -220,33 +232,84 @@ def run_forked(folder: Path) -> int:
     return 0 if job is None else main(*job)
 
 
+def own_temporary_folder() -> None:
+    """Give what this trial process (or zygote) starts, Inductor's compile workers and the C++
+    compiler, a temporary folder in its working directory (the job's folder; the zygote's), which
+    goes with it: a compile killed with its group leaves its files there, not in the node's
+    temporary folder. This process keeps the node's (`tempfile`'s, fixed first: the node's locks
+    are there, tuner/measure/node_lock.py)."""
+    import tempfile
+
+    tempfile.gettempdir()
+    os.makedirs("tmp", exist_ok=True)
+    os.environ["TMPDIR"] = os.path.abspath("tmp")
+
+
+def headers_in_cache_folder() -> None:
+    """Inductor precompiles C++ headers (for cpp_wrapper and its kernels) into a folder under its
+    default cache folder in the system's temporary folder, whatever TORCHINDUCTOR_CACHE_DIR says
+    (`codecache._HEADER_DIR`, fixed at import): point it into the cache folder this process was
+    given (the search's), so nothing a trial writes is left outside its search's folders."""
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if not folder or codecache is None or not hasattr(codecache, "_HEADER_DIR"):
+        return
+    codecache._HEADER_DIR = os.path.join(folder, "precompiled_headers")
+    codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+
+
 def main(job_path: str, result_path: str, parent_pid: int | None = None) -> int:
+    """Run the job at `job_path` and write its result at `result_path`; with `parent_pid` (a
+    spawned process), die with that parent. Whatever this process starts dies with it."""
     if parent_pid is not None:
         die_with_parent(parent_pid)
+    guard_group()
+    own_temporary_folder()
     job = json.loads(Path(job_path).read_text())
     from tuner.kernels import search_database
 
+    def report(result: dict) -> None:
+        """Hand in `result` and end now, from any thread: the measurement's watchdog found a call
+        that will not return (tuner.measure.watchdog); the exit frees the locks it held."""
+        write_result(result_path, result)
+        sys.stderr.flush()
+        os._exit(0)
+
+    headers_in_cache_folder()
+    if job["kind"] in ("trial", "confirm"):     # several variants in one process: a state none of them moves
+        from tuner.runtime import RuntimeConfig
+
+        RuntimeConfig().pin_for_timing()
     # The model's @tuner.autotune kernels read (and store) their configs in the search's database.
     with search_database(job["request"].get("spec", {}).get("kernel_db")):
         if job["kind"] == "trial":
-            result = run_trial_job(job["request"], job.get("handed_at"))
+            result = run_trial_job(job["request"], job.get("handed_at"), report)
         elif job["kind"] == "confirm":
             from tuner.measure import run_confirmation
             from tuner.trial import ConfirmRequest
-            result = run_confirmation(ConfirmRequest.from_json(job["request"]), mark=mark_step).to_json()
+            result = run_confirmation(ConfirmRequest.from_json(job["request"]), mark=mark_step,
+                                      report=report).to_json()
+        elif job["kind"] == "time":     # a user's process: nothing pinned, nothing run before its timing
+            from tuner.measure import run_process_timing
+            from tuner.trial import ProcessRequest
+            result = run_process_timing(ProcessRequest.from_json(job["request"])).to_json()
         else:
             raise SystemExit(f"unknown job kind {job['kind']!r}")
+    write_result(result_path, result)
+    return 0
+
+
+def write_result(result_path: str, result: dict) -> None:
     tmp = Path(result_path + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.replace(result_path)   # the driver never reads a half-written result
-    return 0
 
 
 if __name__ == "__main__":
     from tuner.workers.zygote import ZYGOTE_FLAG
 
     if sys.argv[1] == ZYGOTE_FLAG:
-        code = zygote_main(int(sys.argv[2]))
+        code = zygote_main(*(int(arg) for arg in sys.argv[2:5]))
     else:
         code = main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
     # The result is on disk and the database session closed: skip the interpreter's teardown

@@ -227,7 +227,7 @@ def test_db_ls_export_import_merge(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     header, row, blank, legend = listed.stdout.splitlines()
     assert header.split() == ["WORKLOAD", "PLATFORM", "GRAPHS", "SPEEDUP", "INTERVAL", "ROUNDS", "BY", "WHEN",
-                              "TORCH", "/", "TRITON", "FLAGS"]
+                              "TORCH", "/", "TRITON", "RUNTIME", "FLAGS"]
     assert row.startswith(f"mlp {w.key[:8]}") and row.endswith("thin")        # the 9-round graph
     assert header.index("GRAPHS") == row.index(" 2 ") + 1 and blank == ""
     assert legend.startswith("thin: fewer than 10 rounds")

@@ -29,14 +29,17 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
     threads = torch.get_num_threads()
     url = f"sqlite:///{tmp_path_factory.mktemp('compare') / 'tuner.db'}"
     store_configs(url, tiny_workload(), current_platform("cpu", threads=threads), STORED,
-                  unfrozen_params=UNFROZEN, unfrozen_speedup=1.04)
+                  unfrozen_params=UNFROZEN, unfrozen_speedup=1.04, runtime={"runtime.omp_wait_policy": "passive"})
     return url, threads
+
+
+USER_PATHS = ("default compile", 'backend="tuner"', "tuner.compile", "emitted code", "tuner run + backend")
 
 
 def test_compare_applies_the_stored_config_on_every_path_and_times_them(tmp_path: Path, stored) -> None:
     url, threads = stored
     ran = run_cli("compare", str(TINY), "--db", url, "--rounds", "12", "--threads", str(threads),
-                  cwd=tmp_path, timeout=900)
+                  "--processes", "2", cwd=tmp_path, timeout=900)
     assert ran.returncode == 0, ran.stderr[-3000:]
     out = ran.stdout
     assert all(len(line) <= 100 for line in out.splitlines()), out
@@ -53,6 +56,12 @@ def test_compare_applies_the_stored_config_on_every_path_and_times_them(tmp_path
     for path in (plain, tuned):
         assert "exact hit" in path and "freezing=True" in path and "without freezing" not in path, path
     assert "not timed" not in out
+    # the user's view: each path in fresh processes, the emitted code and tuner run among them
+    view = out.split("as a user runs it: 2 rounds of a fresh process per path")[1]
+    for label in USER_PATHS:
+        row = next(ln for ln in view.splitlines() if ln.startswith(label))
+        assert re.search(r"\d+\.\d{3}", row), row
+    assert "exit " not in view, view                                   # no path's process failed
 
 
 def test_compare_without_a_stored_config_names_the_search(tmp_path: Path) -> None:
@@ -60,7 +69,7 @@ def test_compare_without_a_stored_config_names_the_search(tmp_path: Path) -> Non
     from tuner.storage import upgrade
 
     upgrade(url)
-    ran = run_main("compare", str(MODELS / "tiny_mlp.py"), "--db", url, env=cli_env())
+    ran = run_main("compare", str(MODELS / "tiny_mlp.py"), "--db", url, "--processes", "0", env=cli_env())
     assert ran.returncode == 1
     assert ran.stderr.strip().endswith(f"run: tuner search {MODELS / 'tiny_mlp.py'}")
     assert ran.stdout == ""

@@ -51,6 +51,17 @@ def test_the_budget_line_says_where_it_stopped_and_how_long_the_search_took() ->
         "budget 1h00m: not reached: the trials asked for were done first; the search took 5m00s")
 
 
+def test_the_budget_line_names_the_trials_it_stopped_in_flight() -> None:
+    stop = BudgetStop(budget_s=1200.0, left_s=110.0, trial_s=25.0, confirm_s=80.0, trials=40)
+    assert budget_line(SearchOutcome(study=STUDY, trials=(), budget=stop, cut=(41, 43)), 1200.0, 1192.0) == (
+        "budget 20m00s: stopped handing out trials after 40 with 1m50s left (a trial takes up to 25s here, the "
+        "confirmation about 1m20s); stopped 2 trial(s) still running where the time left was what the confirmation "
+        "needs (trial 41, 43: recorded as cancelled, not failed); the search took 19m52s")
+    # a count reached first, but a trial was still running at its deadline
+    assert budget_line(SearchOutcome(study=STUDY, trials=(), cut=(7,)), 600.0, 590.0).startswith(
+        "budget 10m00s: reached while the last trials ran; stopped 1 trial(s) still running")
+
+
 def test_progress_without_a_trial_count_shows_the_count_and_no_eta() -> None:
     stream = io.StringIO()
     progress = Progress(None, stream=stream)

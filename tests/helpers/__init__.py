@@ -27,10 +27,21 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run `python -m tuner ARGS` in `cwd` (never the repo root, so the installed package is used)."""
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, env=env or cli_env(),
-                          capture_output=True, text=True, timeout=timeout)
+def searching(args: tuple[str, ...], process_stage: bool) -> list[str]:
+    """`args`, with `--no-runtime-knobs` added to a search unless `process_stage`: a search's process
+    stage (runtime knobs and its claim in fresh processes) takes a minute or more of processes on 2
+    cores, so only the tests of that stage run it (they pass `process_stage=True`)."""
+    if args and args[0] == "search" and not process_stage and not {"--help", "--no-runtime-knobs"} & set(args):
+        return [*args, "--no-runtime-knobs"]
+    return list(args)
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600,
+            process_stage: bool = False) -> subprocess.CompletedProcess:
+    """Run `python -m tuner ARGS` in `cwd` (never the repo root, so the installed package is used);
+    a search without its process stage unless `process_stage` (`searching`)."""
+    return subprocess.run([sys.executable, "-m", "tuner", *searching(args, process_stage)], cwd=cwd,
+                          env=env or cli_env(), capture_output=True, text=True, timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -42,8 +53,9 @@ class Ran:
     stderr: str
 
 
-def run_main(*args: str, env: dict[str, str] | None = None) -> Ran:
-    """Run `tuner ARGS` in this process through `tuner.cli.main`, as `run_cli` would in a subprocess.
+def run_main(*args: str, env: dict[str, str] | None = None, process_stage: bool = False) -> Ran:
+    """Run `tuner ARGS` in this process through `tuner.cli.main`, as `run_cli` would in a subprocess
+    (a search without its process stage unless `process_stage`).
 
     The environment is `env` (default: `cli_env()`) while it runs; an argparse exit counts as a return.
     """
@@ -52,7 +64,7 @@ def run_main(*args: str, env: dict[str, str] | None = None) -> Ran:
     out, err = io.StringIO(), io.StringIO()
     with environment(env or cli_env()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = main(list(args))
+            code = main(searching(args, process_stage))
         except SystemExit as exc:       # argparse: exit 2 with the usage on stderr
             code = exc.code if isinstance(exc.code, int) else 1
     return Ran(code, out.getvalue(), err.getvalue())

@@ -7,7 +7,9 @@ its processes (`dry_run_env`) and what they did (`device_calls`, `gpu_locks`).
 The matrix runs as `python -m helpers.dry_run_matrix OUT.json FOLDER PROCESS` from tests/ (tests/system/
 test_cuda_dry_run.py does), PROCESS naming the cells it runs (`CELLS`): "node", a process that sees
 both GPUs; "visible1", one started with CUDA_VISIBLE_DEVICES=1, where "ray" cells are a Ray task given
-GPU 1 (the spec's `gpu_ids` ("1",)) and "user" cells a user's process (no Ray). Each cell is
+GPU 1 (the spec's `gpu_ids` ("1",)) by a driver that sees both GPUs, "ray driver1" cells the same task
+of a driver started with CUDA_VISIBLE_DEVICES=1 (`driver_gpus` ("1",)), and "user" cells a user's
+process (no Ray). Each cell is
 "ok GPU n" (n: the node's GPU the entry point placed tensors on, selected, waited for or timed on;
 not the properties it read, as Dynamo reads every GPU's) or the entry point's one-line error.
 """
@@ -87,7 +89,8 @@ def write_model(folder: Path, name: str, device_source: str) -> Path:
     return path
 
 
-def _entry(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> Callable[[], str | None]:
+def _entry(name: str, path: Path, gpu_ids: tuple[str, ...] | None,
+           driver_gpus: tuple[str, ...] | None) -> Callable[[], str | None]:
     """The entry point `name` on `path`: a function returning None when it ran, else its one-line error."""
     from tuner.trial import (
         DEFAULT,
@@ -98,7 +101,8 @@ def _entry(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> Callable[[
         TrialRequest,
     )
 
-    spec = MeasureSpec(str(path), repeat=2, min_rounds=2, budget_s=1.0, warmup=1, gpu_ids=gpu_ids)
+    spec = MeasureSpec(str(path), repeat=2, min_rounds=2, budget_s=1.0, warmup=1, gpu_ids=gpu_ids,
+                       driver_gpus=driver_gpus)
 
     def trial() -> str | None:
         from tuner.measure import run_trial
@@ -129,7 +133,7 @@ def _entry(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> Callable[[
         from tuner.platform import current_platform
         from tuner.workload import load_model_file
 
-        loaded = load_model_file(path, assigned_gpus=gpu_ids)
+        loaded = load_model_file(path, assigned_gpus=gpu_ids, driver_gpus=driver_gpus)
         current_platform(loaded.device)
         return None
 
@@ -137,7 +141,7 @@ def _entry(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> Callable[[
             "compare": compare, "kernel benchmarks": kernel_benchmarks}[name]
 
 
-def cell(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> str:
+def cell(name: str, path: Path, gpu_ids: tuple[str, ...] | None, driver_gpus: tuple[str, ...] | None) -> str:
     import torch
 
     from helpers import cuda_dry_run
@@ -146,7 +150,7 @@ def cell(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> str:
     calls = cuda_dry_run.calls()
     start = len(calls)
     try:
-        problem = _entry(name, path, gpu_ids)()
+        problem = _entry(name, path, gpu_ids, driver_gpus)()
     except Exception as exc:  # noqa: BLE001 - an entry point that raises is a cell too
         problem = f"raises {type(exc).__name__}: {exc}"
     if problem is not None:
@@ -155,12 +159,15 @@ def cell(name: str, path: Path, gpu_ids: tuple[str, ...] | None) -> str:
     return "ok GPU " + ",".join(map(str, gpus))
 
 
-# (context, entry points, spellings): "node" sees both GPUs; "ray" is a Ray task given GPU 1, "user"
-# a process started with CUDA_VISIBLE_DEVICES=1 (both run with it set; a user runs compare, Ray never does).
+# (context, entry points, spellings): "node" sees both GPUs; "ray" is a Ray task given GPU 1 by a driver
+# that sees both, "ray driver1" one of a driver started with CUDA_VISIBLE_DEVICES=1, "user" a process
+# started with it (all run with it set; a user runs compare, Ray never does).
 CELLS = {"node": (("node", ENTRY_POINTS, tuple(SPELLINGS)),),
          "visible1": (("ray", ("trial", "confirmation", "claim run", "kernel benchmarks"),
                        ("cuda", "cuda:0", "cuda:1")),
+                      ("ray driver1", ("trial", "kernel benchmarks"), ("cuda", "cuda:0", "cuda:1")),
                       ("user", ("trial", "compare"), ("cuda", "cuda:0", "cuda:1")))}
+GPU_IDS = {"ray": (("1",), None), "ray driver1": (("1",), ("1",))}   # context -> (gpu_ids, driver_gpus)
 
 
 def main(out: str, folder: str, process: str) -> None:
@@ -170,11 +177,11 @@ def main(out: str, folder: str, process: str) -> None:
     install()
     got: dict[str, str] = {}
     for context, entries, spellings in CELLS[process]:
-        gpu_ids = ("1",) if context == "ray" else None
+        gpu_ids, driver_gpus = GPU_IDS.get(context, (None, None))
         for spelling in spellings:
             path = write_model(Path(folder), spelling, SPELLINGS[spelling])
             for entry in entries:
-                got[f"{context} | {entry} | {spelling}"] = cell(entry, path, gpu_ids)
+                got[f"{context} | {entry} | {spelling}"] = cell(entry, path, gpu_ids, driver_gpus)
     Path(out).write_text(json.dumps(got, indent=1))
 
 

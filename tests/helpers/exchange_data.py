@@ -60,7 +60,7 @@ def comparable(store: Store) -> list[tuple]:
                    b.baseline_ms, b.workload_key, b.user, b.host, b.tuner_version,
                    b.torch_version, b.triton_version, b.created_at, b.eager,
                    json.dumps(b.unfrozen_params, sort_keys=True), b.unfrozen_speedup,
-                   b.search_speedup)
+                   b.search_speedup, b.unsafe, json.dumps(b.runtime, sort_keys=True), b.stability)
                   for b in store.snapshot().bests)
 
 
@@ -73,6 +73,7 @@ def as_version_1(document: dict[str, Any]) -> dict[str, Any]:
     """The document as the tuner before 0004 wrote it: version 1, records without the verdict keys."""
     v1 = {**{k: v for k, v in document.items() if k not in ("failure_rules", "kernel_configs")}, "version": 1, "records": [
         {k: v for k, v in r.items() if k not in ("eager", "unfrozen_params", "unfrozen_speedup",
-                                                  "unfrozen_eager", "search_speedup", "unsafe")}
+                                                  "unfrozen_eager", "search_speedup", "unsafe",
+                                                  "runtime", "stability")}
         for r in document["records"]]}
     return resign(v1)

@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "zygote":
         from tuner.workers.zygote import serve_forks
 
-        return serve_forks(probe)
+        return serve_forks(probe, 0, 1)     # the protocol on stdin and stdout
     return probe(Path(argv[1]))
 
 

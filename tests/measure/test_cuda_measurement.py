@@ -2,7 +2,7 @@
 (tests/helpers/cuda_stand_in.py): whole-call timing with host work inside the event pair, calls per
 pair calibrated to a millisecond, one flush buffer sized from the L2 cache, every device call
 on the model's own GPU, an asynchronous error caught at the first call, and the candidate's
-own peak memory. The real device runs these in bench/gpu_check.py (section e)."""
+own peak memory. The real device runs these in bench/gpu_check.py (section `measure`)."""
 from __future__ import annotations
 
 import random
@@ -155,21 +155,28 @@ def test_the_candidates_peak_is_its_own_on_cuda() -> None:
 # ---------------------------------------------------------------- one normal form for a device
 
 
-@pytest.mark.parametrize(("device", "assigned", "expected"), [
-    ("cuda", None, "cuda:0"), ("cuda:0", None, "cuda:0"), ("cuda:1", None, "cuda:1"),
-    ("cuda:2", None, "machine has 2 CUDA device(s)"),
-    ("cuda", ("1",), "cuda:0"), ("cuda:1", ("1",), "cuda:0"), ("cuda:3", ("2", "3"), "cuda:1"),
-    ("cuda:0", ("1",), "names GPU 0 of the node, but Ray gave this trial GPU 1; set DEVICE='cuda'"),
+@pytest.mark.parametrize(("device", "assigned", "driver", "expected"), [
+    ("cuda", None, None, "cuda:0"), ("cuda:0", None, None, "cuda:0"), ("cuda:1", None, None, "cuda:1"),
+    ("cuda:2", None, None, "machine has 2 CUDA device(s)"),
+    ("cuda", ("1",), None, "cuda:0"), ("cuda:1", ("1",), None, "cuda:0"), ("cuda:3", ("2", "3"), None, "cuda:1"),
+    ("cuda:0", ("1",), None, "names the driver's cuda:0, GPU 0 of the node, but Ray gave this trial GPU 1; "
+                             "set DEVICE='cuda'"),
+    # the driver ran with CUDA_VISIBLE_DEVICES: its cuda:N is the N-th GPU it lists
+    ("cuda:0", ("1",), ("1",), "cuda:0"), ("cuda:1", ("2", "3"), ("1", "3"), "cuda:1"),
+    ("cuda", ("2",), ("1",), "cuda:0"),
+    ("cuda:0", ("0",), ("1",), "names the driver's cuda:0, GPU 1 of the node (the driver's CUDA_VISIBLE_DEVICES=1), "
+                               "but Ray gave this trial GPU 0"),
+    ("cuda:1", ("1",), ("1",), "names the driver's cuda:1, but the driver sees 1 GPU(s) (its CUDA_VISIBLE_DEVICES=1)"),
 ])
-def test_a_cuda_device_becomes_an_index_this_process_sees(device: str, assigned, expected: str) -> None:
+def test_a_cuda_device_becomes_an_index_this_process_sees(device: str, assigned, driver, expected: str) -> None:
     from tuner.errors import ModelFileError
     from tuner.workload.device import normal_cuda
 
     if expected.startswith("cuda:"):
-        assert normal_cuda(device, count=2, assigned=assigned) == expected
+        assert normal_cuda(device, count=2, assigned=assigned, driver=driver) == expected
     else:
         with pytest.raises(ModelFileError, match=re.escape(expected)):
-            normal_cuda(device, count=2, assigned=assigned)
+            normal_cuda(device, count=2, assigned=assigned, driver=driver)
 
 
 def test_the_stand_in_refuses_what_torch_refuses() -> None:

@@ -63,6 +63,8 @@ def test_values_round_trip_through_json() -> None:
     assert ConfirmResult.from_json(json.loads(json.dumps(stopped.to_json()))) == stopped
     crashed = ConfirmFailed(Status.CRASHED, "trial process killed by SIGABRT", variant="x")
     assert ConfirmFailed.from_json(json.loads(json.dumps(crashed.to_json()))) == crashed
+    crowded = ConfirmFailed(Status.CRASHED, "trial process killed by SIGKILL", variant="x", crowded=4)   # Ray's way
+    assert ConfirmFailed.from_json(json.loads(json.dumps(crowded.to_json()))) == crowded
     assert speedup(_variant(DEFAULT, [2.0] * 4), _variant("x", [1.0] * 4)).median == 2.0
 
 

@@ -1,7 +1,8 @@
 """The measure and compile locks (`tuner.measure.node_lock`): per node on CPU, per GPU on CUDA,
 in a folder of the user's own. Two GPUs are stood in for by two slot names on this CPU machine;
-the real GPUs are checked by bench/gpu_check.py's section e. Holders run in threads: flock locks
-belong to each open file, so two opens in one process exclude each other as two processes do."""
+the real GPUs are checked by bench/gpu_check.py's sections `locks` and `locks2`. Holders run in
+threads: flock locks belong to each open file, so two opens in one process exclude each other as
+two processes do."""
 from __future__ import annotations
 
 import os

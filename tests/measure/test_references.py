@@ -91,7 +91,8 @@ def test_a_confirmation_that_cannot_hold_every_finalist_confirms_the_best_ranked
     result = confirm_through(each_run, req)
     assert runs == [(EAGER, DEFAULT, "tuned #1", "tuned #2"), (EAGER, DEFAULT, "tuned #1")]
     for label in (EAGER, DEFAULT, "tuned #1"):
-        assert result.get(label).status is Status.OK and len(result.get(label).round_ms) == 2, result.get(label)
+        # 2 rounds, or as many as a later look of the sequential test took (ConfirmRequest.looks)
+        assert result.get(label).status is Status.OK and len(result.get(label).round_ms) in (2, 4, 8), result.get(label)
     left_out = result.get("tuned #2")
     assert left_out.status is Status.CANCELLED and left_out.round_ms == ()
     assert left_out.error.startswith("not confirmed: the confirmation ran out of memory holding 4 variants at "

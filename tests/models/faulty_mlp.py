@@ -4,7 +4,8 @@ The eager reference is always right; while Dynamo traces `forward`, the fault is
 - abort: os.abort() (the trial process dies of SIGABRT -> crashed)
 - exit: os._exit(3) (-> crashed, "status 3")
 - hang: sleeps far past any deadline (-> timeout), in the compiled call: under the node's compile
-  lock, held shared, so another trial's timed section waits for the deadline too
+  lock, held shared, so another trial's timed section waits too, until the trial's watchdog
+  (tuner.measure.watchdog, 10 s) or its deadline ends it
 - stall: sleeps far past any deadline while the file loads for the candidate, before any lock is
   taken (-> timeout; what a test of trials in flight wants: the others carry on)
 - raise: RuntimeError("injected fault ...") from the first call (-> runtime_error)

@@ -49,9 +49,13 @@ def test_the_confirmation_is_expected_to_take_a_trial_per_run_and_a_sixth_per_va
     assert confirmation_s([], 30.0) == 30.0                           # eager against the default, one run
     assert confirmation_s([one], 30.0) == 35.0 + 35.0                # selection of 3 variants, claim of 3
     assert confirmation_s([one, two], 30.0) == 40.0 + 35.0           # the choice (ahead) has one knob: no ablation
-    # ahead: two knobs and freezing: an ablation of 3, a claim of eager, default, choice, minimal, it
-    # without freezing and the two finalists that do not freeze
-    assert confirmation_s([one, two, frozen], 30.0) == pytest.approx(45.0 + 35.0 + 30.0 * (1 + 5 / 6))
+    # ahead: two knobs and freezing: two elimination steps (it and it minus each knob; then beside the
+    # config before), a claim of eager, default, the minimal config, it without freezing and the two
+    # finalists that do not freeze
+    assert confirmation_s([one, two, frozen], 30.0) == pytest.approx(45.0 + (35.0 + 40.0) + 30.0 * (1 + 4 / 6))
+    # the process stage: 6 rounds of each knob's arms (7 settings of 3 knobs: 10 arms), 20 claim rounds of
+    # two arms, each a process of half a trial
+    assert confirmation_s([], 30.0, runtime_choices=7, runtime_knobs=3) == pytest.approx(30.0 + (60 + 40) * 15.0)
 
 
 def _run(job: SearchOptions, target: Target, store: Store, executor: TimedReplay, budget: Budget):
@@ -67,7 +71,7 @@ def test_the_budget_stops_new_trials_when_a_trial_and_the_confirmation_would_not
     clock = FakeClock()
     executor = TimedReplay({}, clock=clock, trial_s=10.0, every=Measurement(Status.OK, latency_ms=1.0, reps=5,
                                                                             speedup=1.1))
-    job = SearchOptions(MeasureSpec("recorded.py"), trials=None, budget_s=200.0)
+    job = SearchOptions(MeasureSpec("recorded.py"), trials=None, budget_s=200.0, runtime_knobs=False)
     budget = Budget(200.0, clock=clock)
     outcome, driver = _run(job, wide_target, store, executor, budget)
     stop = outcome.budget
@@ -83,6 +87,58 @@ def test_the_budget_stops_new_trials_when_a_trial_and_the_confirmation_would_not
 def driver_finalists(outcome) -> list[Finalist]:
     from tuner.search.verdict import pick_finalists
     return list(pick_finalists(outcome.trials))
+
+
+class Stalling(TimedReplay):
+    """Trials in `stalls` never end by themselves: they come back TIMEOUT once their request's
+    deadline has passed on the clock, as an executor kills a trial process at its `timeout_s`; a
+    trial in `own_timeout` comes back TIMEOUT after `trial_s`, a timeout of its own (the compile cap's)."""
+
+    def __init__(self, *args, stalls: set[int], own_timeout: set[int] = frozenset(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stalls, self.own_timeout = stalls, own_timeout
+
+    def next_result(self):
+        request, measurement = super().next_result()        # the clock moved by trial_s
+        if request.number in self.stalls:
+            self.clock.advance(request.timeout_s - self.trial_s)
+            return request, Measurement.failed(Status.TIMEOUT, f"timeout: no result within {request.timeout_s:g} s")
+        if request.number in self.own_timeout:
+            return request, Measurement.failed(Status.TIMEOUT, "compile stopped at the adaptive cap of 30 s")
+        return request, measurement
+
+
+def test_a_trial_in_flight_at_the_confirmations_reserve_is_stopped_and_recorded_cancelled(
+        wide_target: Target, store: Store) -> None:
+    """Trials of 10 s, a 200 s budget, a --timeout of 300 s; trial 3 stalls. It ran until its
+    --timeout, 300 s, and the search ended 130 s past its budget with it recorded as a timeout of
+    its config. Now every trial but the defaults' is handed the time until the confirmation's
+    reserve as its deadline: trial 3 is stopped there, recorded as cancelled with why (not a
+    result: not in the trials, never a failure of its config), and the reserve is left whole."""
+    clock = FakeClock()
+    executor = Stalling({}, clock=clock, trial_s=10.0, stalls={3}, own_timeout={2},
+                        every=Measurement(Status.OK, latency_ms=1.0, reps=5, speedup=1.1))
+    job = SearchOptions(MeasureSpec("recorded.py", timeout_s=300.0), trials=None, budget_s=200.0, runtime_knobs=False)
+    budget = Budget(200.0, clock=clock)
+    outcome, driver = _run(job, wide_target, store, executor, budget)
+    deadlines = [r.timeout_s for r in executor.submitted]
+    assert deadlines[0] == 300.0 and len(deadlines) == 4      # the defaults' trial is never cut
+    assert all(d < 300.0 for d in deadlines[1:])               # the others end where the reserve begins
+    assert [r.number for r in outcome.trials] == [0, 1, 2] and outcome.cut == (3,)
+    own = next(r for r in outcome.trials if r.number == 2)     # a timeout of its own stays its config's
+    assert own.measurement.status is Status.TIMEOUT
+    (cancelled,) = outcome.cancelled
+    assert cancelled.number == 3 and cancelled.measurement.status is Status.CANCELLED
+    assert cancelled.measurement.error.startswith("cancelled at the --budget deadline: stopped after "), \
+        cancelled.measurement.error
+    assert "where the time left of this search's 3m20s was what the confirmation is expected to take (" \
+        in cancelled.measurement.error
+    assert "not a failure of this config" in cancelled.measurement.error
+    stored = {r.number: r.measurement.status for r in store.trials(outcome.study.id)}
+    assert stored == {0: Status.OK, 1: Status.OK, 2: Status.TIMEOUT, 3: Status.CANCELLED}
+    # stopped where the time left was the confirmation's expected time, as reckoned when handed out
+    assert budget.left() == pytest.approx(200.0 - 30.0 - deadlines[3]) and budget.left() > 0
+    assert outcome.budget is not None and outcome.budget.trials == 3
 
 
 def test_a_budget_never_stops_the_first_trial_and_once_stopped_stays_stopped(target: Target, store: Store) -> None:
@@ -134,3 +190,37 @@ def test_a_tiny_budget_still_confirms_and_stores_a_result_and_says_it_ran_over(t
     rows = dump(url, {"best_configs": ["id"], "studies": ["trials_requested"], "trials": ["number"]})
     assert len(rows["best_configs"]) == 1                           # a confirmed verdict, stored
     assert rows["studies"] == [(0,)] and rows["trials"] == [(0,)]   # no count asked; the defaults' trial
+
+
+@pytest.mark.slow
+def test_stalled_trials_are_stopped_at_the_budgets_deadline_and_the_search_confirms(tmp_path) -> None:
+    """A real search of stalling_mlp.py (every trial but the defaults' stalls while its process loads
+    the model file) on the local executor, 2 workers, --budget 30s, --timeout 300. The trials in
+    flight ran until their --timeout, the search ended minutes past its budget with them recorded
+    as timeouts of their configs. Now each is stopped at its deadline (the first two, handed out
+    before any result, at the budget's end; a later one where the time left is what the
+    confirmation needs), recorded as cancelled, and the search confirms and stores; the summary
+    says what the budget stopped."""
+    import time
+
+    from helpers import MODELS, run_main
+    from helpers.dbstate import dump
+
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    began = time.monotonic()
+    done = run_main("search", str(MODELS / "stalling_mlp.py"), "--budget", "30s", "--timeout", "300",
+                    "--executor", "local", "--workers", "2", "--rounds", "12", "--repeat", "4", "--db", url)
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    assert took < 300, done.stdout                  # the stalled trials' --timeout was not waited for
+    rows = dump(url, {"trials": ["number", "status", "error"], "best_configs": ["id"]})
+    rows["trials"].sort()           # by number (a cancelled trial may be recorded before trial 0)
+    statuses = [status for _, status, _ in rows["trials"]]
+    assert statuses[0] == "ok" and len(statuses) >= 2 and set(statuses[1:]) == {"cancelled"}, (rows, done)
+    assert all(error.startswith("cancelled at the --budget deadline: stopped after ")
+               for _, _, error in rows["trials"][1:]), rows["trials"]
+    assert len(rows["best_configs"]) == 1                           # confirmed and stored
+    line = done.stdout.strip().splitlines()[-1]
+    cut = ", ".join(str(number) for number, _, _ in rows["trials"][1:])
+    assert (f"stopped {len(statuses) - 1} trial(s) still running where the time left was what the confirmation "
+            f"needs (trial {cut}: recorded as cancelled, not failed)") in line, line

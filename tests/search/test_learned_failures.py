@@ -156,7 +156,7 @@ def test_rules_survive_export_and_import_and_stop_re_proposals(target: Target, t
     with learned_source(target, tmp_path / "source.db") as source:
         report = export_file(source, tmp_path / "rules.json", **BY)
     document = json.loads((tmp_path / "rules.json").read_text())
-    assert (report.rules, report.records, document["version"]) == (1, 0, 5)
+    assert (report.rules, report.records, document["version"]) == (1, 0, 6)
     assert document["failure_rules"][0]["knobs"] == knobs(A, B)
     upgrade(db_url)
     with Store.open(db_url) as fresh:

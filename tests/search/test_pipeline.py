@@ -125,7 +125,8 @@ def test_an_older_schema_is_refused_before_any_trial(tmp_path: Path) -> None:
 def test_the_documented_example_searches_without_the_cli(tmp_path: Path) -> None:
     shutil.copy(TINY, tmp_path / "model.py")
     settings = Settings(db_url=f"sqlite:///{tmp_path / 't.db'}", user="tester")
-    options = SearchOptions(MeasureSpec(str(tmp_path / "model.py"), repeat=3), trials=3, rounds=12)
+    options = SearchOptions(MeasureSpec(str(tmp_path / "model.py"), repeat=3), trials=3, rounds=12,
+                            runtime_knobs=False)
     events = Recorder()
     results = run_search(options, execution=Execution("local"), settings=settings, events=events)
     assert len(results) == 1 and results[0].verdict is not None

@@ -93,7 +93,7 @@ def test_a_search_measures_and_records_the_precision(tmp_path: Path) -> None:
     space.write_text(json.dumps({"name": "tiny", "knobs": [
         {"name": "max_fusion_size", "kind": "choice", "choices": [16, 64]}]}))
     db = tmp_path / "t.db"
-    options = SearchOptions(MeasureSpec(str(TINY), repeat=3, tolerance=5e-2), trials=2, rounds=12,
+    options = SearchOptions(MeasureSpec(str(TINY), repeat=3, tolerance=5e-2), trials=2, rounds=12, runtime_knobs=False,
                             space=str(space), precision=("fp32", "bf16-autocast"), warm_start=False)
     [result] = run_search(options, execution=Execution("local"), settings=Settings(db_url=f"sqlite:///{db}"))
     assert result.target.space.name == "tiny+precision"

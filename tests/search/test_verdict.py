@@ -7,6 +7,7 @@ Rounds are made like a noisy machine's: every variant of round i shares that rou
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import random
 import statistics
 from typing import Callable
@@ -14,7 +15,7 @@ from typing import Callable
 import pytest
 
 from tuner.keys import GraphFingerprint, Workload, platform_from_parts
-from tuner.search.verdict import Finalist, best_configs, conclude, pick_finalists
+from tuner.search.verdict import SEQUENTIAL_FACTOR, Finalist, best_configs, conclude, pick_finalists
 from tuner.storage import StudyInfo, TrialRecord
 from tuner.trial import (DEFAULT, EAGER, MIN_CONFIRM_ROUNDS, Candidate, MeasureSpec, Measurement, Status, halves,
                          speedup)
@@ -27,10 +28,12 @@ B = {"epilogue_fusion": False}
 ABC = {"max_fusion_size": 8, "epilogue_fusion": False, "aggressive_fusion": True}
 
 
-def recorded(true_ms: dict[str | None, float], *, jitter: float = 0.01, seed: int = 0) -> dict[str, tuple[float, ...]]:
-    """Per-round latencies for each variant (None: eager; a dict: a config's params)."""
+def recorded(true_ms: dict[str | None, float], *, jitter: float = 0.01, seed: int = 0,
+             count: int = SEQUENTIAL_FACTOR * ROUNDS) -> dict[str, tuple[float, ...]]:
+    """`count` per-round latencies for each variant (None: eager; a dict: a config's params): by
+    default as many as a confirmation's last look takes, so the replay never repeats a round."""
     rng = random.Random(seed)
-    drift = [1.0 + rng.uniform(-0.25, 0.25) for _ in range(ROUNDS)]
+    drift = [1.0 + rng.uniform(-0.25, 0.25) for _ in range(count)]
     out = {}
     for params, ms in true_ms.items():
         key = EAGER_KEY if params is None else Candidate.from_dict(dict(params)).key
@@ -82,10 +85,12 @@ def test_a_true_difference_picks_the_faster_config() -> None:
 
 
 def test_too_few_rounds_give_an_unbounded_interval_and_keep_the_defaults() -> None:
-    """5 rounds per half: even their range covers the median with only 94%, so no claim is made."""
-    rounds = table([(None, 2.0), ({}, 1.0), (A, 0.80)])
+    """5 rounds per half at the only look (a run that cannot go on): even their range covers the
+    median with only 94%, so no claim is made."""
+    rounds = table([(None, 2.0), ({}, 1.0), (A, 0.80)], count=10)
     executor = ReplayExecutor({}, rounds=rounds)
-    verdict = conclude(executor.run_confirmation, SPEC, finalists(A), rounds=10)
+    verdict = conclude(lambda request: executor.run_confirmation(replace(request, max_rounds=None)), SPEC,
+                       finalists(A), rounds=10)
     assert verdict.stored is None and verdict.chosen == DEFAULT
     sp = verdict.held_out(finalists(A)[0].label)
     assert sp.median == pytest.approx(1.25, rel=0.03) and (sp.low, sp.high) == (-math.inf, math.inf)
@@ -125,9 +130,10 @@ def test_the_stored_figure_comes_from_rounds_the_gate_did_not_see() -> None:
 
 
 def test_a_marginal_configs_stored_figure_is_not_biased_by_the_gate() -> None:
-    """300 claim runs of a config 1% faster than the default (1% jitter a round): 87 pass the gate.
-    Their stored figures average what every run's reported half averages, stored or not (1.0094
-    against 1.0098); gated on the half it reported, the 73 stored averaged 1.0131."""
+    """300 claim runs of a config 1% faster than the default (1% jitter a round): 219 pass the gate (the
+    sequential test goes on to 80 rounds while undecided). Their stored figures average what every
+    run's reported half averages, stored or not (1.0101 against 1.0102); gated on the half it
+    reported, 20 fixed rounds' stored figures averaged 1.0131."""
     stored, every = [], []
     for seed in range(300):
         run_in, _ = per_process(table([(None, 2.0), ({}, 1.0), (A, 0.8)], seed=10_000 + seed),
@@ -136,7 +142,7 @@ def test_a_marginal_configs_stored_figure_is_not_biased_by_the_gate() -> None:
         every.append(speedup(halves(verdict.claim_run)[1].get(DEFAULT), halves(verdict.claim_run)[1].get("tuned #1")))
         if verdict.stored is not None:
             stored.append(verdict.claim.median)
-    assert 50 <= len(stored) <= 150
+    assert 30 <= len(stored) <= 270
     assert statistics.mean(stored) == pytest.approx(statistics.mean(sp.median for sp in every), abs=0.001)
 
 
@@ -146,7 +152,7 @@ def test_each_run_has_a_stage_of_its_own() -> None:
     ab = {**A, **B}
     verdict, executor = run(table([(None, 2.0), ({}, 1.0), (ab, 0.70), (A, 0.85), (B, 0.85)]), finalists(ab))
     assert verdict.stored is not None
-    assert [r.stage for r in executor.confirmations] == ["selection", "ablation", "claim"]
+    assert [r.stage for r in executor.confirmations] == ["selection", "ablation-1", "claim"]
     orders = {r.stage: r.rng("compile").random() for r in executor.confirmations}
     assert len(set(orders.values())) == 3
     _, eager = run(table([(None, 0.5), ({}, 1.0), (A, 0.9)]), finalists(A))
@@ -173,10 +179,13 @@ def test_ablation_keeps_exactly_the_knobs_that_matter() -> None:
                     ({"max_fusion_size": 8, "aggressive_fusion": True}, 0.80),          # without epilogue_fusion
                     ({"max_fusion_size": 8, "epilogue_fusion": False}, 0.80)])          # without aggressive_fusion
     verdict, executor = run(rounds, finalists(ABC))
-    assert verdict.ablation.kept == ("max_fusion_size",)
+    assert verdict.ablation.minimal == Candidate.from_dict(only_a)
     assert set(verdict.ablation.dropped) == {"epilogue_fusion", "aggressive_fusion"}
     assert verdict.stored.candidate == Candidate.from_dict(only_a)
-    assert len(executor.confirmations) == 3                          # selection, ablation, claim run
+    # selection, the elimination's steps (the last re-confirming the drops before it), the claim run
+    stages = [r.stage for r in executor.confirmations]
+    assert stages[0] == "selection" and stages[-1] == "claim" and len(stages) >= 4
+    assert stages[1:-1] == [f"ablation-{n}" for n in range(1, len(stages) - 1)]
     assert verdict.claim.clears_noise
 
 
@@ -184,7 +193,7 @@ def test_ablation_keeps_two_knobs_that_both_matter() -> None:
     ab = {**A, **B}
     rounds = table([(None, 2.0), ({}, 1.0), (ab, 0.70), (A, 0.85), (B, 0.85)])
     verdict, executor = run(rounds, finalists(ab))
-    assert set(verdict.ablation.kept) == set(ab) and verdict.ablation.dropped == ()
+    assert verdict.ablation.minimal == Candidate.from_dict(ab) and verdict.ablation.dropped == ()
     assert verdict.stored.candidate == Candidate.from_dict(ab)
     assert len(executor.confirmations) == 3                          # nothing dropped: still a claim run of its own
 
@@ -265,3 +274,17 @@ def test_the_summary_says_why_the_defaults_stayed_beside_intervals_above_one() -
     assert "nothing cleared the noise" not in line and "the other half of the rounds, which chooses" in line, line
     plain, _ = run(table([(None, 2.0), ({}, 1.0), (A, 0.995)], jitter=0.03), finalists(A))
     assert "nothing cleared the noise" in verdict_lines(plain)[0]
+
+
+def test_a_tie_that_does_not_hold_up_in_the_claim_run_stores_the_faster_config() -> None:
+    """The selection cannot tell A (one knob) from AB (two, faster by a hair there) and chooses A, the
+    simpler; AB joins the claim run, a process of its own, where it is faster beyond the noise."""
+    ab = {**A, **B}
+    tied = table([(None, 2.0), ({}, 1.0), (A, 0.80), (ab, 0.795)], jitter=0.02)
+    apart = table([(None, 2.0), ({}, 1.0), (A, 0.80), (ab, 0.70)], seed=3)
+    run_in, executors = per_process(tied, apart)
+    verdict = conclude(run_in, SPEC, finalists(A, ab), rounds=ROUNDS)
+    assert verdict.picked.chosen == "tuned #1" and verdict.picked.best == "tuned #2"
+    assert verdict.stored.candidate == Candidate.from_dict(ab)
+    assert any("the tie did not hold up" in n for n in verdict.notes)
+    assert {label for label, _ in executors[1].confirmations[0].variants} >= {"tuned #1", "tuned #2"}

@@ -29,7 +29,7 @@ V1_FILE = FIXTURES / "exchange-v1.json"   # written by the tuner before 0004
 def test_export_then_import_copies_every_value(source: Store, target: Store, tmp_path: Path) -> None:
     path = exported(source, tmp_path / "configs.json")
     document = json.loads(path.read_text())
-    assert (document["format"], document["version"]) == ("tuner-exchange", 5)
+    assert (document["format"], document["version"]) == ("tuner-exchange", 6)
     assert document["checksum"] == checksum_of(document) and len(document["records"]) == 4
     report = import_file(target, path)
     assert (report.records, report.stored, report.not_better, report.already_present) == (4, 4, 0, 0)
@@ -139,7 +139,7 @@ def test_verdicts_travel_through_export_import_and_merge(verdicts: Store, target
                                                          tmp_path: Path) -> None:
     path = exported(verdicts, tmp_path / "verdicts.json")
     document = json.loads(path.read_text())
-    assert document["version"] == 5
+    assert document["version"] == 6
     by_graph = {r["graph_key"]: r for r in document["records"]}
     eager = by_graph[W1.graphs[0].key]
     assert (eager["eager"], eager["params"], eager["is_default"], eager["unfrozen_params"],
@@ -165,8 +165,8 @@ def test_a_version_1_file_still_imports(target: Store, tmp_path: Path) -> None:
     keys = {h.measurement_key for b in stored for h in target.best_history(b.graph_key, b.platform_key)}
     assert keys == {"06cf0644f3549d1a302625fffabee1af906bff614dae01596bfdd21475aa884f",   # as the
                     "a65dd26c55f3f01add9bc740e07bcc32285646e7cbf746e84082d1223b2008df"}   # old tuner
-    again = exported(target, tmp_path / "again.json")                   # now version 5 ...
-    assert json.loads(again.read_text())["version"] == 5
+    again = exported(target, tmp_path / "again.json")                   # now version 6 ...
+    assert json.loads(again.read_text())["version"] == 6
     assert import_file(target, again).already_present == 2              # ... the same measurements
     rewritten = tmp_path / "v1.json"
     rewritten.write_text(json.dumps(as_version_1(json.loads(again.read_text()))))

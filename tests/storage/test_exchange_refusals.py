@@ -69,7 +69,7 @@ REFUSED = {
     "10 MB user": (_set(("records", 0, "user"), "x" * 10_000_000), "over the 255-byte limit"),
     "10 MB graph code": (_set(("workloads", 0, "graphs", 0, "code"), "x" * 10_000_000),
                          "over the 1048576-byte limit"),
-    "future version": (_set(("version",), 6), "version 6, newer than this tuner's version 5"),
+    "future version": (_set(("version",), 7), "version 7, newer than this tuner's version 6"),
     "not an exchange file": (_set(("format",), "pickle"), "not a tuner exchange file"),
     "unknown record key": (_set(("records", 0, "__reduce__"), "os.system"), "unknown key(s) '__reduce__'"),
     "missing key": (lambda d: (d["records"][0].pop("ci_low"), resign(d))[1], "lacks required key(s) ci_low"),
@@ -201,7 +201,7 @@ def test_cli_refusals_are_one_line(source: Store, db_url: str, tmp_path: Path) -
     done = run_cli("db", "import", str(bad), "--db", db_url, cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
-    assert "version 7, newer than this tuner's version 5" in done.stderr
+    assert "version 7, newer than this tuner's version 6" in done.stderr
     done = run_cli("db", "export", "--out", str(tmp_path / "x.json"), "--workload", "nope",
                    "--db", source.safe_url, cwd=tmp_path)
     assert done.returncode == 2 and "no workload 'nope'" in done.stderr

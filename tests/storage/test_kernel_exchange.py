@@ -60,7 +60,7 @@ def test_kernel_configs_export_import_and_merge_with_every_value(target: Store, 
     try:
         report = export_file(source, tmp_path / "kernels.json", **BY)      # a database of kernels only
         document = json.loads((tmp_path / "kernels.json").read_text())
-        assert (report.kernels, report.records, document["version"], len(document["kernel_configs"])) == (3, 0, 5, 3)
+        assert (report.kernels, report.records, document["version"], len(document["kernel_configs"])) == (3, 0, 6, 3)
         applied = import_file(target, tmp_path / "kernels.json")
         assert (applied.kernels, applied.kernels_stored, applied.platforms_added) == (3, 3, 2)
         assert rows(target) == rows(source)

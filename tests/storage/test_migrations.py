@@ -29,6 +29,7 @@ PAIRED = ("threads", "baseline_ms", "speedup", "speedup_low", "speedup_high")
 PHASES = ("start_s", "load_s", "baseline_compile_s", "measure_s", "compile_cached")     # 0008
 NO_VERDICT = {"eager": False, "unfrozen_params": None, "unfrozen_speedup": None,
               "search_speedup": None}
+NO_RUNTIME = make_fixtures.NO_RUNTIME                                                # 0009
 TABLES = {"platforms", "workloads", "graphs", "studies", "trials", "best_configs", "best_history",
           "kernel_configs", "failure_rules"}
 
@@ -247,7 +248,7 @@ def test_every_released_schema_upgrades_and_reads_back(revision: str, db_url: st
         for best_row in rows["best_configs"]:
             key = platforms[best_row["platform_id"]]["key"]
             got = store.best_config(best_row["graph_key"], key)
-            for name, value in {**NO_VERDICT, **best_row}.items():   # 0004's defaults before it
+            for name, value in {**NO_VERDICT, **NO_RUNTIME, **best_row}.items():   # the defaults before 0004, 0009
                 if name not in ("id", "platform_id"):
                     assert getattr(got, name) == value, name
             # 0007 marks the rows whose knobs are unsafe, in every older database too
@@ -267,7 +268,7 @@ def test_every_released_schema_upgrades_and_reads_back(revision: str, db_url: st
             entry = next(h for h in store.best_history(history_row["graph_key"], key)
                          if h.measurement_key == history_row["measurement_key"])
             assert (entry.kept, entry.recorded_at) == (history_row["kept"], history_row["recorded_at"])
-            for name, value in {**NO_VERDICT, **history_row}.items():
+            for name, value in {**NO_VERDICT, **NO_RUNTIME, **history_row}.items():
                 if name not in ("id", "platform_id", "measurement_key", "kept", "recorded_at"):
                     assert getattr(entry.best, name) == value, name
 
@@ -351,3 +352,49 @@ def test_0008_downgrade_drops_the_phase_columns_and_keeps_the_trials(db_url: str
     with Store.open(db_url, readonly=True) as store:
         trials = [t.measurement for s in (1, 2) for t in store.trials(s)]
     assert {m.start_s for m in trials} == {None} and {m.compile_cached for m in trials} == {None}
+
+
+@pytest.mark.parametrize("revision", make_fixtures.REVISIONS)
+def test_every_released_schema_upgrades_and_downgrades_back_with_its_rows(revision: str, db_url: str,
+                                                                          tmp_path: Path) -> None:
+    """Each fixture, upgraded to the head and downgraded to its own revision again, has that
+    revision's tables and columns and every row it had."""
+    fixture_db(db_url, revision, tmp_path)
+
+    def shape() -> dict[str, tuple[set[str], int]]:
+        engine = make_engine(db_url)
+        with engine.connect() as connection:
+            found = inspect(connection)
+            tables = set(found.get_table_names()) - {VERSION_TABLE}
+            got = {t: ({c["name"] for c in found.get_columns(t)},
+                       connection.scalar(text(f'SELECT count(*) FROM "{t}"'))) for t in tables}
+        engine.dispose()
+        return got
+
+    before = shape()
+    assert {t: n for t, (_, n) in before.items() if n} == {
+        t: len(r) for t, r in make_fixtures.rows_at(revision).items() if r}
+    upgrade(db_url)
+    downgrade(db_url, revision)
+    assert current_revision(db_url) == revision
+    assert shape() == before
+
+
+def test_0009_downgrade_drops_runtime_and_stability_and_keeps_the_rows(db_url: str, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    fixture_db(db_url, "0009_runtime_and_stability", tmp_path)
+    upgrade(db_url)
+    with Store.open(db_url, readonly=True) as store:
+        before = store.snapshot().bests
+    assert {b.stability for b in before} == {None, 0.875, 0.96875}
+    downgrade(db_url, "0008_trial_phases")
+    engine = make_engine(db_url)
+    with engine.connect() as connection:
+        columns = {t: {c["name"] for c in inspect(connection).get_columns(t)} for t in ("best_configs", "best_history")}
+    engine.dispose()
+    assert not (columns["best_configs"] | columns["best_history"]) & set(NO_RUNTIME)
+    upgrade(db_url)
+    with Store.open(db_url, readonly=True) as store:
+        after = store.snapshot().bests
+    assert after == tuple(replace(b, **NO_RUNTIME) for b in before)       # {} and None again

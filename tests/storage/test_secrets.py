@@ -148,7 +148,8 @@ def test_a_trial_process_gets_no_password_but_connects(postgres_server, bob, tmp
     seen = tmp_path / "seen.json"
     model = tmp_path / "spy.py"
     model.write_text(f"SEEN = {str(seen)!r}\n" + SPY_MODEL)
-    run_search(SearchOptions(MeasureSpec(str(model), repeat=2, timeout_s=120), trials=1, rounds=12),
+    run_search(SearchOptions(MeasureSpec(str(model), repeat=2, timeout_s=120), trials=1, rounds=12,
+                             runtime_knobs=False),
                execution=Execution("local"), settings=Settings(db_url=url, user="tester"))
     got = json.loads(seen.read_text())
     assert CANARY not in got["job"] and CANARY not in got["cmdline"]

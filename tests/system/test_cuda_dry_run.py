@@ -51,7 +51,7 @@ def test_a_cuda_search_and_compare_run_end_to_end_on_the_stand_in(tmp_path: Path
     # finds the stored config, and must select, wait for, compile and time on GPU 1, not the current GPU 0.
     # Its paths include tuner.compile and backend="tuner", in its own process, as a user's script.
     on_second = write_model(tmp_path, "cuda:1", '"cuda:1"')
-    compare = run_cli("compare", str(on_second), "--rounds", "12", cwd=tmp_path, env=env)
+    compare = run_cli("compare", str(on_second), "--rounds", "12", "--processes", "0", cwd=tmp_path, env=env)
     assert compare.returncode == 0, compare.stderr
     assert "tuner.compile" in compare.stdout, compare.stdout
     compared = {pid: calls for pid, calls in device_calls(tmp_path).items() if pid not in searched}
@@ -73,10 +73,16 @@ ON_THE_NODE = {   # a process that sees both GPUs (the local executor, compare, 
     "torch.device": "DEVICE in {path} is device(type='cuda', index=1) (device); set DEVICE to a string such as 'cpu' "
                     "or 'cuda'",
 }
-IN_A_RAY_TASK = {   # given GPU 1 of the node: "cuda:N" names the node's GPU N
+IN_A_RAY_TASK = {   # given GPU 1 of the node by a driver that sees both: "cuda:N" is the driver's cuda:N, GPU N
     "cuda": "ok GPU 1", "cuda:1": "ok GPU 1",
-    "cuda:0": "DEVICE='cuda:0' in {path} names GPU 0 of the node, but Ray gave this trial GPU 1; set DEVICE='cuda' "
-              "to measure on the GPU Ray assigns each trial (docs/ray.md, \"GPU platforms\")",
+    "cuda:0": "DEVICE='cuda:0' in {path} names the driver's cuda:0, GPU 0 of the node, but Ray gave this trial GPU 1; "
+              "set DEVICE='cuda' to measure on the GPU Ray assigns each trial (docs/ray.md, \"GPU platforms\")",
+}
+IN_A_RAY_TASK_OF_A_DRIVER_SEEING_1 = {   # the same, its driver started with CUDA_VISIBLE_DEVICES=1: cuda:0 is GPU 1
+    "cuda": "ok GPU 1", "cuda:0": "ok GPU 1",
+    "cuda:1": "DEVICE='cuda:1' in {path} names the driver's cuda:1, but the driver sees 1 GPU(s) (its "
+              "CUDA_VISIBLE_DEVICES=1); set DEVICE='cuda' to measure on the GPU Ray assigns each trial (docs/ray.md, "
+              "\"GPU platforms\")",
 }
 WITH_ONE_VISIBLE = {   # a user's process started with CUDA_VISIBLE_DEVICES=1: torch's own meaning, index 0 of 1
     "cuda": "ok GPU 1", "cuda:0": "ok GPU 1",
@@ -109,10 +115,12 @@ def test_each_device_spelling_on_each_entry_point_in_a_process_that_sees_both_gp
 
 
 def test_each_device_spelling_in_a_ray_task_given_gpu_1_and_a_process_that_sees_only_it(tmp_path: Path) -> None:
+    """In a Ray task given GPU 1, `cuda:N` is what the driver's torch calls cuda:N: GPU N of the node for a
+    driver that sees both, GPU 1 for cuda:0 where the driver ran with CUDA_VISIBLE_DEVICES=1."""
     from helpers.dry_run_matrix import CELLS
 
     got = run_matrix(tmp_path, "visible1", CUDA_VISIBLE_DEVICES="1")
-    tables = {"ray": IN_A_RAY_TASK, "user": WITH_ONE_VISIBLE}
+    tables = {"ray": IN_A_RAY_TASK, "ray driver1": IN_A_RAY_TASK_OF_A_DRIVER_SEEING_1, "user": WITH_ONE_VISIBLE}
     want = {f"{context} | {entry} | {spelling}": expected(tables[context], context, entry, spelling, tmp_path)
             for context, entries, spellings in CELLS["visible1"] for spelling in spellings for entry in entries}
     assert got == want

@@ -26,6 +26,7 @@ from helpers.processes import alive, assert_kept, trial_processes, trial_rows
 
 pytestmark = pytest.mark.slow
 SEARCH = ["--trials", "4", "--repeat", "3", "--rounds", "12", "--workers", "2", "--timeout", "300",
+          "--no-runtime-knobs",
           "--executor", "local"]
 
 HANGS_ON_THIRD_LOAD = '''

@@ -9,13 +9,13 @@
   exists and is executable, and a `pip install` names something installable from the checkout
   (`.`, `'.[extra]'` with an extra pyproject.toml defines, a built wheel) or a package of PyPI
   other than tuner itself, which is not published there.
-- Every repository path and `tuner.` module name docs/architecture.md names exists: a path under
-  tuner/, search_spaces/, storage/, workers/, alembic/, scripts/, bench/, tests/ or docs/ is a
-  file (a `path.py:name` defines the name), and for a dotted name the longest prefix that is a
-  module is a file of the package-dir mapping, whose top level defines what follows (a `def`,
-  `class`, assignment, import or `__all__` entry; `Class.method` a member of the class).
-  Skipped by design: folders (`tuner/cli/`), paths outside the repository (`../shared/DESIGN.md`)
-  and bare file names (`space.py` in a list of one folder's modules).
+- Every repository path and `tuner.` module name that README.md, docs/*.md and bench/README.md
+  name exists (`tests/helpers/doc_references.py` says what counts), and docs/architecture.md, the
+  map of the code, names at least 50 paths and 30 modules.
+- No file of the repository names a path outside it: the design the code follows, and every
+  document a page links, are files of the repository, so a clone reads whole.
+- Every section a file names (`docs/ray.md, "Security"`, in a page, a docstring or an error
+  message) is a heading or a bold lead of that document.
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.doc_references import (DOTTED, REPO_PATH, SECTION_REF, outside_problems, reference_problems,
+                                    section_problems, tracked_text_files)
 from tuner.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,81 +303,12 @@ def test_the_cli_reference_is_generated_from_the_parser() -> None:
     assert not missing and "## `tuner db upgrade`" in rendered, missing
 
 
-# -- module paths -------------------------------------------------------------
+# -- what the documents name ----------------------------------------------------
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-REPO_PATH = re.compile(r"(?<![\w./-])((?:tuner|search_spaces|storage|workers|alembic|scripts|bench|tests|docs)"
-                       r"/[\w./-]*)(?::(\w+))?")
-DOTTED = re.compile(r"(?<![\w./-])tuner(?:\.\w+)+")
-
-
-def module_file(name: str) -> Path | None:
-    """The file (or namespace folder) of module `name` under the package-dir mapping, or None."""
-    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    package = max((p for p in dirs if name == p or name.startswith(p + ".")), key=len, default=None)
-    if package is None:
-        return None
-    base = ROOT / dirs[package] / Path(*name.split(".")[package.count(".") + 1:])
-    for path in (base.with_suffix(".py"), base / "__init__.py", base):
-        if path.exists():
-            return path
-    return None
-
-
-def _members(body: list[ast.stmt]) -> dict[str, ast.AST]:
-    """Names a module or class body binds: defs, classes, assignments, imports (also inside
-    top-level `if`/`try` blocks) and the entries of a literal `__all__` (a lazy face's names)."""
-    found: dict[str, ast.AST] = {}
-    listed: list[str] = []
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if isinstance(target, ast.Name):
-                    found[target.id] = node
-                    if target.id == "__all__" and node.value is not None:
-                        listed += ast.literal_eval(node.value)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.update((a.asname or a.name.split(".")[0], node) for a in node.names)
-        elif isinstance(node, (ast.If, ast.Try)):
-            found.update(_members([*node.body, *node.orelse, *getattr(node, "finalbody", [])]))
-    return {**dict.fromkeys(listed, ast.Pass()), **found}
-
-
-def defines(path: Path, attributes: list[str]) -> bool:
-    """Whether module `path` defines attributes[0] at its top level, and attributes[1] (if any)
-    as a member of that class (followed through a face's `from module import Class`)."""
-    if path.is_dir():
-        return False
-    members = _members(ast.parse(path.read_text(), filename=str(path)).body)
-    first = members.get(attributes[0])
-    if first is None or len(attributes) == 1:
-        return first is not None
-    if isinstance(first, ast.ImportFrom) and first.level == 0 and (source := module_file(first.module or "")):
-        return defines(source, attributes)
-    return not isinstance(first, ast.ClassDef) or attributes[1] in _members(first.body)
-
-
-def reference_problems(text: str) -> list[str]:
-    """The repository paths and `tuner.` names of `text` that do not exist, one line each."""
-    problems = []
-    for match in REPO_PATH.finditer(text):
-        named, name = match.group(1).rstrip(".-"), match.group(2)
-        if named.endswith("/"):          # a folder
-            continue
-        if not (ROOT / named).is_file():
-            problems.append(f"{named}: no such file")
-        elif name and named.endswith(".py") and not defines(ROOT / named, [name]):
-            problems.append(f"{named}:{name}: {named} does not define {name}")
-    for dotted in dict.fromkeys(DOTTED.findall(text)):
-        parts = dotted.split(".")
-        cut = next(i for i in range(len(parts), 0, -1) if module_file(".".join(parts[:i])))
-        rest = parts[cut:]
-        if rest and not defines(module_file(".".join(parts[:cut])), rest):
-            problems.append(f"{dotted}: {'.'.join(parts[:cut])} has no {rest[0]}"
-                            + (f".{rest[1]}" if len(rest) > 1 else ""))
-    return problems
+# Every document that describes the product as it is; CHANGELOG.md names what the code was, so
+# only what it names outside the repository is checked (below).
+REFERENCE_DOCS = [*DOCS, ROOT / "bench" / "README.md"]
 
 
 def test_every_path_and_module_the_architecture_names_exists() -> None:
@@ -385,9 +318,14 @@ def test_every_path_and_module_the_architecture_names_exists() -> None:
     assert not problems, "docs/architecture.md names what the code no longer has:\n" + "\n".join(problems)
 
 
+def test_every_path_and_module_the_docs_name_exists() -> None:
+    problems = [f"{doc.relative_to(ROOT)}: {p}" for doc in REFERENCE_DOCS for p in reference_problems(doc.read_text())]
+    assert not problems, "documents name what the repository does not have:\n" + "\n".join(problems)
+
+
 def test_a_path_or_module_the_code_lacks_is_caught() -> None:
     assert not reference_problems("`tuner/lookup/decision.py` `storage/schema.py:SCHEMA_HEAD` `tuner/cli/` "
-                                  "`../shared/DESIGN.md` tuner.lookup.decision.decide_tier, tuner.compile, "
+                                  "`tests/fixtures/tuner-<revision>.sqlite` tuner.lookup.decision.decide_tier, tuner.compile, "
                                   "`tuner.storage.Store.record_trial` `tuner.workers.placement` tuner.migrations.")
     assert reference_problems("`tuner/search/confirming.py`") == ["tuner/search/confirming.py: no such file"]
     assert reference_problems("(`storage/schema.py:SCHEMA_TAIL`)") == [
@@ -396,3 +334,44 @@ def test_a_path_or_module_the_code_lacks_is_caught() -> None:
     assert reference_problems("`tuner.pipeline`") == ["tuner.pipeline: tuner has no pipeline"]
     assert reference_problems("`tuner.storage.Store.record_trials`") == [
         "tuner.storage.Store.record_trials: tuner.storage has no Store.record_trials"]
+
+
+def test_the_design_lives_in_the_repository() -> None:
+    """docs/design.md holds the design the code follows, and docs/architecture.md, the map of how
+    the code realises it, opens with a link to it."""
+    design = ROOT / "docs" / "design.md"
+    assert design.is_file() and "(design.md)" in ARCHITECTURE.read_text().split("\n## ", 1)[0]
+
+
+def test_no_file_of_the_repository_names_a_path_outside_it() -> None:
+    files = tracked_text_files()
+    assert len(files) >= 300 and ROOT / "tuner" / "keys.py" in files and ROOT / "docs" / "cli.md" in files
+    problems = [f"{path.relative_to(ROOT)}: {p}" for path in files for p in outside_problems(path, path.read_text())]
+    assert not problems, "files name what is outside the repository:\n" + "\n".join(problems)
+
+
+def test_a_path_outside_the_repository_is_caught() -> None:
+    up, notes = "../", "DESIGN" + ".md"     # spelled in pieces, so that this file names nothing outside
+    doc = ROOT / "docs" / "lookup.md"
+    assert outside_problems(doc, f"see `{up}{up}notes/plan.txt` and [the design]({up}shared/{notes})") == [
+        f"{up}{up}notes/plan.txt: climbs out of the repository",
+        f"{up}shared/{notes}: no such document in the repository"]
+    assert outside_problems(ROOT / "tuner" / "keys.py", f"the workload key of {notes}") == [
+        f"{notes}: no such document in the repository"]
+    assert not outside_problems(doc, f"[results](results.md), `docs/ray.md`, cli.md, {up}README.md, "
+                                     f"`{up}jemalloc` (a hostile value, inside), /tmp/torchinductor_USER")
+
+
+def test_every_section_a_file_names_exists() -> None:
+    files = tracked_text_files()
+    problems = [f"{path.relative_to(ROOT)}: {p}" for path in files for p in section_problems(path, path.read_text())]
+    assert not problems, "files name sections their documents do not have:\n" + "\n".join(problems)
+
+
+def test_a_section_that_moved_is_caught() -> None:
+    doc = ROOT / "docs" / "troubleshooting.md"
+    named = 'see docs/ray.md, "Security", [lookup.md](lookup.md), "Shape buckets" and (docs/ray.md, \\"GPU platforms\\")'
+    assert len(SECTION_REF.findall(named)) == 3 and not section_problems(doc, named)
+    moved = "Trial throughput, as it was"   # in a variable, so that this file names no such section
+    assert section_problems(doc, f'(docs/search.md, "{moved}")') == [f'docs/search.md, "{moved}": no such section']
+

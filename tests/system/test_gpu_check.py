@@ -106,6 +106,14 @@ def test_the_gpu_check_runs_its_lock_section_in_smoke_mode(tmp_path: Path) -> No
     assert "2 GPU(s): sections of different GPUs overlapped" in summary
 
 
+def test_the_gpu_check_runs_its_zygote_section_in_smoke_mode(tmp_path: Path) -> None:
+    """The zygote's imports and a real zygote, on the CPU: nothing of CUDA, and a fork computes."""
+    _, report, summary = run_smoke(tmp_path, "zygote", timeout=180)
+    assert "11. zygote without CUDA        ok" in summary, summary
+    assert "is_initialized False, no driver library mapped" in summary, summary
+    assert "a real zygote, its spare forked, maps: nothing of CUDA" in report, report[-3000:]
+
+
 @pytest.mark.parametrize("flags", ["GPU_SEARCH", "SMOKE_SEARCH"])
 def test_the_search_flags_of_the_gpu_check_pass_tuner_search_checks(tmp_path: Path, flags: str) -> None:
     # The model file does not exist: a flag `tuner search` refuses would be named before it is.

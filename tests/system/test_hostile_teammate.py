@@ -48,6 +48,9 @@ RAW_ROWS: dict[str, tuple[dict[str, Any], str]] = {
     "speedup outside its interval": ({"speedup": 50.0}, "ci_low <= speedup <= ci_high"),
     "terminal escapes in user": ({"user": ESCAPE}, "user contains the control character U+001B"),
     "params a JSON list": ({"params": [1, 2]}, "params is a list, not a mapping"),
+    "allocator as a path": ({"runtime": {"runtime.allocator": "/tmp/evil.so"}},
+                            "runtime.allocator: value '/tmp/evil.so' is not one of"),
+    "stability 1.5": ({"stability": 1.5}, "stability 1.5 is outside [0, 1]"),
 }
 UNSAFE = "unsafe row, no opt-in"            # an honest --unsafe row: defaults and the opt-in message
 STALLED = "server stalls after connect"
@@ -168,6 +171,9 @@ def _seeded(url: str, *, teammate: dict[str, Any] | None = None):
         return store.best_config(USER_W.graphs[0].key, here.key)
 
 
+JSON_COLUMNS = ("params", "runtime")
+
+
 def _write_with_sql(url: str, columns: dict[str, Any]) -> None:
     """What a teammate with write access can do without any tuner code: UPDATE the tiny MLP's rows."""
     from sqlalchemy import bindparam, text
@@ -176,8 +182,8 @@ def _write_with_sql(url: str, columns: dict[str, Any]) -> None:
 
     keys = [g.key for g in tiny_workload().graphs]
     json_cast = "CAST(:{0} AS json)" if url.startswith("postgresql") else ":{0}"
-    sets = ", ".join(f'"{name}" = ' + (json_cast.format(name) if name == "params" else f":{name}") for name in columns)
-    values = {name: json.dumps(value) if name == "params" else value for name, value in columns.items()}
+    sets = ", ".join(f'"{name}" = ' + (json_cast.format(name) if name in JSON_COLUMNS else f":{name}") for name in columns)
+    values = {name: json.dumps(value) if name in JSON_COLUMNS else value for name, value in columns.items()}
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
@@ -272,6 +278,11 @@ FILES: dict[str, tuple[Callable[[dict], dict], str]] = {
     "speedup outside its interval": (_file_case(speedup=50.0), "ci_low <= speedup <= ci_high"),
     "rounds unbounded": (_file_case(rounds=10**9), "rounds 1000000000 is outside"),
     "terminal escapes in user": (_file_case(user=ESCAPE), "control character U+001B"),
+    "allocator as a path": (_file_case(runtime={"runtime.allocator": "/tmp/evil.so"}),
+                            "runtime.allocator: value '/tmp/evil.so' is not one of"),
+    "CUDA runtime knob on a CPU": (_file_case(runtime={"runtime.cuda_alloc_conf": "expandable-segments"}),
+                                   "runtime.cuda_alloc_conf applies to cuda platforms, not cpu"),
+    "stability 1.5": (_file_case(stability=1.5), "stability 1.5 is outside [0, 1]"),
 }
 
 

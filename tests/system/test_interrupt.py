@@ -134,7 +134,7 @@ def started(folder: Path, count: int, timeout_s: float = 120) -> list[int]:
     raise AssertionError(f"{count} trial processes did not start within {timeout_s} s")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the executor finds its processes in /proc")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_cancel_and_close_kill_trial_and_confirmation_processes(tmp_path: Path) -> None:
     model = tmp_path / "hangs.py"
     model.write_text(HANGS_AT_LOAD)
@@ -221,7 +221,8 @@ def test_a_force_cancelled_ray_task_takes_its_trial_process_with_it(tmp_path: Pa
 
 # ------------------------------------------------------------ real searches, stopped by a signal
 
-SEARCH = ["--trials", "4", "--repeat", "3", "--rounds", "12", "--workers", "2", "--timeout", "300"]
+SEARCH = ["--trials", "4", "--repeat", "3", "--rounds", "12", "--workers", "2", "--timeout", "300",
+          "--no-runtime-knobs"]
 
 
 def start_search(tmp_path: Path, env: dict[str, str], *flags: str) -> subprocess.Popen:

@@ -44,7 +44,8 @@ def test_search_stores_trials_and_a_confirmed_best(tmp_path: Path) -> None:
     assert len({r[2] for r in rows}) == 4                     # identical candidates are measured once
     with sqlite3.connect(db) as conn:
         best = conn.execute("SELECT speedup, ci_low, ci_high, rounds FROM best_configs").fetchall()
-    assert len(best) == 1 and best[0][3] == 6 and best[0][1] <= best[0][0] <= best[0][2]
+    # --rounds 12 is 6 reporting rounds a look; an undecided run looks again at 2x and 4x
+    assert len(best) == 1 and best[0][3] in (6, 12, 24) and best[0][1] <= best[0][0] <= best[0][2], best
 
     shown = run_cli("best", "model.py", cwd=tmp_path, env=env)
     assert shown.returncode == 0, shown.stderr
@@ -78,7 +79,7 @@ def test_resume_after_sigkill_reaches_the_count_without_duplicates(tmp_path: Pat
     db = tmp_path / "t.db"
     env = cli_env(TUNER_DB=f"sqlite:///{db}")
     cmd = [sys.executable, "-m", "tuner", "search", TINY, "--trials", "5", "--repeat", "3", "--rounds", "12",
-           "--executor", "local"]
+           "--executor", "local", "--no-runtime-knobs"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 300

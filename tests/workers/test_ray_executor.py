@@ -170,3 +170,61 @@ def test_a_result_recorded_twice_is_stored_once(cluster: Cluster, tmp_path: Path
             finished_at=datetime.now(timezone.utc))) for measurement in results[0]]
         assert recorded == [True, False]
         assert [t.number for t in store.trials(study.id)] == [0]
+
+
+def test_a_node_that_cannot_have_the_search_cache_folder_fails_the_trial_with_the_reason(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each node makes the search's cache folder, private, under its own temporary folder. Something
+    else where it should be is a recorded failure with the reason, never a crash of the Ray worker,
+    for trials and confirmations alike; `close` removes the folder from every alive node."""
+    import shutil
+    import tempfile
+
+    import ray
+
+    from helpers import MODELS
+    from tuner.trial import EAGER, ConfirmFailed, ConfirmRequest, MeasureSpec
+    from tuner.workers.placement import trial_resources
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)    # the search's own folder, not the suite's
+    executor = RayExecutor(workers=1, address=cluster.group.address)
+    node_tmp = Path(ray.get(ray.remote(tempfile.gettempdir).options(resources=trial_resources(PLAT_A)).remote()))
+    folder = node_tmp / executor._cache
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.write_text("")                      # another user's file where the folder should be
+        spec = MeasureSpec(str(MODELS / "tiny_mlp.py"), platform_key=PLAT_A, timeout_s=60)
+        executor.submit(TrialRequest(spec=spec, params=(), number=0))
+        [measurement] = drain(executor)[0]
+        assert measurement.status is Status.CRASHED, measurement
+        assert measurement.error.startswith(f"compile cache folder {folder} is not a folder"), measurement.error
+        assert "\n" not in measurement.error and "remove it" in measurement.error
+        failed = executor.run_confirmation(ConfirmRequest(spec=spec, variants=((EAGER, None),), rounds=2,
+                                                          samples_per_round=1))
+        assert isinstance(failed, ConfirmFailed) and failed.status is Status.CRASHED, failed
+        assert failed.error.startswith(f"compile cache folder {folder} is not a folder"), failed.error
+
+        from tuner.workers.caches import node_cache_env
+
+        folder.unlink()                            # a trial on node B makes it; close removes it there
+        ray.get(ray.remote(node_cache_env).options(resources=trial_resources(PLAT_B)).remote(executor._cache))
+        assert folder.is_dir()
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # not the driver's own: the nodes remove it
+    finally:
+        executor.close()
+    assert not folder.exists()
+
+
+def test_a_cuda_search_on_a_cluster_without_gpus_fails_at_once_naming_the_fix(cluster: Cluster) -> None:
+    """Each trial of a CUDA search holds a GPU (num_gpus=1): on a joined cluster none of whose alive
+    nodes has one (this one, or a GPU node where Ray's NVML finds none), Ray would keep it waiting
+    without a word."""
+    executor = RayExecutor(workers=1, address=cluster.group.address, device="cuda")
+    try:
+        for platform in (PLAT_A, None):
+            with pytest.raises(UsageError, match=r"has a GPU for Ray to give.*"
+                                                 r"start a GPU node with: ray start --address ADDRESS --num-gpus N"):
+                executor.submit(job(0, platform=platform))
+        assert executor.pending() == 0
+    finally:
+        executor.close()

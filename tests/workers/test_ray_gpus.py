@@ -19,7 +19,8 @@ import pytest
 from helpers.dry_run_matrix import device_calls, dry_run_env, gpu_locks, run_python, write_model
 from helpers.ray_cluster import LocalCluster, auth_env
 from tuner.trial import MeasureSpec
-from tuner.workers.ray_pool import RayExecutor, with_assigned_gpus
+from tuner.workers.ray_pool import RayExecutor
+from tuner.workers.ray_tasks import with_assigned_gpus
 
 pytestmark = pytest.mark.ray
 
@@ -36,7 +37,8 @@ def test_a_cuda_search_through_ray_measures_each_trial_on_the_gpu_ray_gave_it(tm
     env.pop("CUDA_VISIBLE_DEVICES", None)
     try:
         done = run_python(["-m", "tuner", "search", str(model), "--executor", "ray", "--workers", "2",
-                           "--trials", "2", "--repeat", "2", "--rounds", "12"], tmp_path, env, timeout=300)
+                           "--trials", "2", "--repeat", "2", "--rounds", "12", "--no-runtime-knobs"], tmp_path, env,
+                          timeout=300)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0 and "2/2 trials, 0 failed" in done.stderr, done.stderr[-3000:]
@@ -46,6 +48,30 @@ def test_a_cuda_search_through_ray_measures_each_trial_on_the_gpu_ray_gave_it(tm
     assert len(timed) >= 3 and all(len(gpus) == 1 for gpus in timed.values()), calls   # 2 trials, a confirmation
     assert set().union(*timed.values()) == {0, 1}, timed
     assert gpu_locks(tmp_path) >= {"gpu-dry-run-0.lock", "gpu-dry-run-1.lock"}
+
+
+def test_cuda_n_is_the_drivers_cuda_n_on_the_gpu_ray_gives_each_trial(tmp_path: Path) -> None:
+    """`CUDA_VISIBLE_DEVICES=1 tuner search --executor ray` with DEVICE = "cuda:0": the driver's torch calls
+    GPU 1 of the node cuda:0, its local cluster has that one GPU (Ray names it "1"), and each trial process
+    (CUDA_VISIBLE_DEVICES=1, from Ray) maps "cuda:0" through the driver's list onto it: every trial and the
+    confirmation measure on GPU 1, and nothing touches GPU 0. Runs before the module's cluster starts."""
+    model = write_model(tmp_path, "cuda:0", '"cuda:0"')
+    ray_tmp = tempfile.mkdtemp(prefix="tuner-ray-", dir="/tmp")     # Ray's socket paths must stay short
+    env = dry_run_env(tmp_path, RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0", CUDA_VISIBLE_DEVICES="1",
+                      **auth_env())
+    env.pop("RAY_ADDRESS", None)
+    try:
+        done = run_python(["-m", "tuner", "search", str(model), "--executor", "ray", "--trials", "1",
+                           "--repeat", "2", "--rounds", "12", "--no-runtime-knobs"], tmp_path, env, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert done.returncode == 0 and "1/1 trials, 0 failed" in done.stderr, done.stderr[-3000:]
+    calls = device_calls(tmp_path)
+    timed = [pid for pid, c in calls.items() if any(call == "record" for call, _ in c)]
+    assert len(timed) >= 2, calls                     # the trial and the confirmation
+    assert {gpu for c in calls.values() for call, gpu in c if call != "properties"} == {1}, calls
+    locks = gpu_locks(tmp_path)
+    assert "gpu-dry-run-1.lock" in locks and not any(name.startswith("gpu-dry-run-0") for name in locks), locks
 
 
 @pytest.fixture(scope="module")

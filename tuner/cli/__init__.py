@@ -2,10 +2,10 @@
 
 One module per command group: `search`, `results` (best, trials), `explain`, `db` (upgrade,
 check, export, import, merge, ls), `kernels`, `record_space`, `report` (the HTML report),
-`compare` (the stored result applied and timed in one process) and `dashboard` (the studies in
-optuna-dashboard); `common` holds what they share, `summary` what search, best and trials
-print, and `progress` a search's live progress. Ctrl-C and SIGTERM stop
-a command the same way: exit 130, after a search has cancelled and recorded its trials in
+`compare` (the stored result applied and timed), `dashboard` (the studies in optuna-dashboard) and
+`run` (a program started with its model's stored runtime knobs); `common` holds what they share,
+`summary` what search, best and trials print, and `progress` a search's live progress. Ctrl-C and
+SIGTERM stop a command the same way: exit 130, after a search has cancelled and recorded its trials in
 flight. A command parses, calls the library and prints; the work is elsewhere
 (`tuner.search.run_search` for a search). Heavy imports stay inside the commands, so
 `tuner --help` loads neither torch nor SQLAlchemy (tests/cli/test_cli.py holds it).
@@ -32,6 +32,7 @@ from tuner.cli.kernels import add_kernels_parser
 from tuner.cli.record_space import add_record_space_parser
 from tuner.cli.report import add_report_parser
 from tuner.cli.results import add_results_parsers
+from tuner.cli.run import add_run_parser
 from tuner.cli.search import add_search_parser
 from tuner.errors import TunerError
 from tuner.settings import Settings
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)          # an HTML page of figures, the kept config and a profile
     add_compare_parser(sub)         # the stored result applied (backend="tuner", tuner.compile) and timed
     add_dashboard_parser(sub)       # the stored studies in optuna-dashboard
+    add_run_parser(sub)             # a program started with its model's stored runtime knobs
     return parser
 
 

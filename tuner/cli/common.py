@@ -87,3 +87,14 @@ def format_table(rows: Sequence[Sequence[str]], *, rule: bool = False) -> str:
     if rule:
         lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
+
+
+def runtime_label(runtime: Any) -> str:
+    """A verdict's runtime knobs as `allocator=jemalloc, omp_wait_policy=passive` (without the
+    `runtime.` prefix), "" when it sets none. A row written with SQL may hold anything: shown as is."""
+    from tuner.runtime import PREFIX
+    from tuner.text import key_values
+
+    if not isinstance(runtime, dict):
+        return str(runtime)
+    return key_values((str(k).removeprefix(PREFIX), v) for k, v in sorted(runtime.items(), key=lambda kv: str(kv[0])))

@@ -3,10 +3,12 @@
 In this one process it reads the stored verdict as `tuner best` does (nothing stored: one line
 naming the search to run, exit 1), then compiles the model file with Inductor's defaults, with
 `backend="tuner"` and with `tuner.compile` (beside eager), checks each against eager and times
-them interleaved and paired (`tuner.report.applied`). It prints one table (latency and speedup
-over the default compile with its interval), the stored claim to hold it against, and the
-lookup's own line for each graph of each tuned path. Exit 1 when a path failed or differed
-from eager. Lines stay within 100 characters.
+them interleaved and paired (`tuner.report.applied`), the allocator pinned as in a trial. Then the
+user's view (`tuner.report.user_view`, `--processes` rounds): each path in a fresh process that
+does nothing before it times, the emitted code and `tuner run` among them. It prints both tables
+(latency and speedup over the default compile with its interval), the stored claim to hold them
+against, and the lookup's own line for each graph of each tuned path. Exit 1 when a path failed
+or differed from eager. Lines stay within 100 characters.
 """
 from __future__ import annotations
 
@@ -21,10 +23,12 @@ from tuner.trial import MIN_INTERVAL_VALUES
 
 if TYPE_CHECKING:
     from tuner.report import Comparison
+    from tuner.report import FreshView
     from tuner.storage import BestConfig
 
 WIDTH = 100
 DEFAULT_ROUNDS = 20
+DEFAULT_PROCESSES = 6
 
 
 def add_compare_parser(subparsers: Any) -> None:
@@ -40,15 +44,22 @@ def add_compare_parser(subparsers: Any) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (part of a CPU platform: the search's --threads; default: torch's)")
     p.add_argument("--seed", type=int, default=0, help="seed of get_model() and get_inputs() (default 0)")
+    p.add_argument("--processes", type=int, default=DEFAULT_PROCESSES,
+                   help="rounds of the user's view, a fresh process per path each (default "
+                        f"{DEFAULT_PROCESSES}; 0 skips it)")
 
 
 def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     from tuner.lookup import reset_process_lookup
-    from tuner.report import check_rounds, compare_applied
+    from tuner.report import check_rounds, compare_applied, user_view
     from tuner.search import prepare_target
     from tuner.storage import Store
 
     check_rounds(args.rounds)
+    if args.processes < 0:
+        from tuner.errors import UsageError
+
+        raise UsageError(f"--processes must be 0 (no user's view) or more, got {args.processes}")
     target = prepare_target(args.model, threads=args.threads or settings.threads or None, seed=args.seed)
     with Store.open(settings.db_url, readonly=True) as store:
         bests = store.workload_best(target.workload.key, target.platform.key)
@@ -58,8 +69,43 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     reset_process_lookup(settings)          # backend="tuner" and tuner.compile read this database
     comparison = compare_applied(args.model, rounds=args.rounds, seed=args.seed)
-    print(comparison_text(args.model, comparison, bests))
+    print(comparison_text(args.model, comparison, bests), flush=True)
+    if args.processes > 0:
+        view = user_view(args.model, rounds=args.processes, seed=args.seed, snippet=_snippet(args, target, bests),
+                         db_url=settings.db_url, threads=args.threads or settings.threads or None)
+        print(user_view_text(view, args.processes))
     return 0 if all(p.problem is None for p in comparison.paths) else 1
+
+
+def _snippet(args: argparse.Namespace, target: Any, bests: "list[BestConfig]") -> str | None:
+    """What `tuner best --emit python` prints for these rows (None where it refuses them)."""
+    from tuner.errors import TunerError
+    from tuner.report import portable_verdict
+
+    try:
+        return portable_verdict(bests, model=args.model, workload=target.workload, platform=target.platform).python()
+    except TunerError:
+        return None
+
+
+def user_view_text(view: "FreshView", rounds: int) -> str:
+    """The user's view: each path's median over its fresh processes and its speedup over the default compile's."""
+    from tuner.report import USER_PATHS as PATHS
+
+    DEFAULT = PATHS[0]
+
+    rows = [("path (a fresh process each)", "latency ms", "vs default")]
+    for path in PATHS:
+        if path not in view.round_ms:
+            continue
+        sp = view.speedup(path)
+        versus = "1.00x (baseline)" if path == DEFAULT else (sp.text() if sp else "-")
+        rows.append((path, _fmt(view.latency_ms(path), ".3f"), versus))
+    lines = [_wrap(f"as a user runs it: {rounds} rounds of a fresh process per path, doing nothing before it "
+                   f"times (the emitted code after a default compile of a copy in one script)"),
+             format_table(rows, rule=True)]
+    lines += [_wrap(f"{path}: {why}") for path, why in view.failures.items()]
+    return "\n".join(lines)
 
 
 def comparison_text(model: str, comparison: "Comparison", bests: "list[BestConfig]") -> str:

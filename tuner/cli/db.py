@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tuner.cli.common import add_command, add_db_option, format_table
+from tuner.cli.common import add_command, add_db_option, format_table, runtime_label
 from tuner.errors import UsageError
 from tuner.settings import Settings
 
@@ -149,7 +149,7 @@ def cmd_db_ls(args: argparse.Namespace, settings: Settings) -> int:
 def _bests_table(bests: "tuple[BestConfig, ...]", names: dict[str, str], described: dict[str, str]) -> str:
     installed = installed_versions()
     table = [("WORKLOAD", "PLATFORM", "GRAPHS", "SPEEDUP", "INTERVAL", "ROUNDS", "BY", "WHEN",
-              "TORCH / TRITON", "FLAGS")]
+              "TORCH / TRITON", "RUNTIME", "FLAGS")]
     for row in overview(bests, installed):
         b = row.weakest
         name = names.get(row.workload_key, "?") if row.workload_key else "?"
@@ -158,10 +158,10 @@ def _bests_table(bests: "tuple[BestConfig, ...]", names: dict[str, str], describ
                       f"[{b.ci_low:.3f}, {b.ci_high:.3f}]", str(b.rounds),
                       f"{b.user}@{b.host}", f"{b.created_at:%Y-%m-%d %H:%M}",
                       f"{b.torch_version or '?'} / {b.triton_version or '?'}",
-                      ",".join(row.flags) or "-"))
+                      " | ".join(row.runtime) or "-", ",".join(row.flags) or "-"))
     return (f"{format_table(table)}\n\nthin: fewer than {THIN_ROUNDS} rounds, or an interval that includes 1.0; "
             f"stale: older torch/triton than installed ({installed[0]} / {installed[1]}); "
-            f"SPEEDUP and INTERVAL are the weakest graph's")
+            f"SPEEDUP and INTERVAL are the weakest graph's; RUNTIME: the runtime knobs its graphs' verdicts set")
 
 
 def rules_table(rules: "list[FailureRule]", described: dict[str, str]) -> str:
@@ -183,11 +183,13 @@ class OverviewRow:
     weakest: "BestConfig"        # the graph with the lowest ci_low: the workload's evidence
     graphs: int
     flags: tuple[str, ...]       # "thin", "stale"
+    runtime: tuple[str, ...] = ()   # the distinct runtime knob settings of its graphs, e.g. "allocator=jemalloc"
 
 
 def overview(bests: "tuple[BestConfig, ...] | list[BestConfig]",
              installed: tuple[str, str]) -> list[OverviewRow]:
-    """Best configs grouped by (workload of their search, platform), with flags.
+    """Best configs grouped by (workload of their search, platform), with flags and the runtime
+    knobs their verdicts set (one label per distinct setting, none for a graph without any).
 
     thin: some graph has fewer than THIN_ROUNDS rounds, or a tuned (not default) config
     whose interval includes 1.0. stale: some graph was measured under older torch or triton
@@ -203,7 +205,8 @@ def overview(bests: "tuple[BestConfig, ...] | list[BestConfig]",
         stale = any(older(b.torch_version, installed[0]) or older(b.triton_version, installed[1])
                     for b in members)
         flags = tuple(flag for flag, on in (("thin", thin), ("stale", stale)) if on)
-        rows.append(OverviewRow(workload_key=workload_key, graphs=len(members), flags=flags,
+        runtime = tuple(sorted({runtime_label(b.runtime) for b in members} - {""}))
+        rows.append(OverviewRow(workload_key=workload_key, graphs=len(members), flags=flags, runtime=runtime,
                                 weakest=min(members, key=lambda b: (b.ci_low, b.speedup))))
     return rows
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tuner.cli.common import (add_command, add_db_option, add_shapes_option, bucket_sizes, dynamo_warnings_hidden,
-                              format_table)
+                              format_table, runtime_label)
 from tuner.settings import Settings
 from tuner.text import key_values
 
@@ -172,15 +172,21 @@ def _config(params: dict[str, Any]) -> str:
 
 
 def best_text(best: "BestConfig") -> str:
-    """What `tuner best` prints for one graph's stored verdict: the config (or eager), the
-    config without freezing that `backend="tuner"` applies when the config freezes, the
-    confirmed evidence, the search-time figure when stored, latencies and provenance."""
+    """What `tuner best` prints for one graph's stored verdict: the config (or eager), its runtime
+    knobs when it sets any, the config without freezing that `backend="tuner"` applies when the
+    config freezes, the confirmed evidence, its stability and the search-time figure when stored,
+    latencies and provenance."""
     config = "eager (run uncompiled)" if best.eager else _config(best.params)
     lines = [f"config: {config}"]
+    runtime = runtime_label(best.runtime)
+    if runtime:
+        lines.append(f"runtime: {runtime}")
     if best.params.get("freezing") is True:
         lines.append(f'with grad enabled backend="tuner" cannot freeze; it applies: {_unfrozen(best)}')
     lines.append(f"confirmed speedup over default compile: {best.speedup:.2f}x "
                  f"[{best.ci_low:.2f}, {best.ci_high:.2f}] over {best.rounds} paired rounds")
+    if best.stability is not None:
+        lines.append(f"stability: fastest or tied in {best.stability:.0%} of resamples of its held-out rounds")
     if best.search_speedup is not None:
         lines.append(f"speedup seen in its search trial: {best.search_speedup:.2f}x (unconfirmed)")
     when = best.created_at.strftime("%Y-%m-%d %H:%M UTC") if best.created_at else "?"

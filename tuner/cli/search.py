@@ -61,6 +61,9 @@ def add_search_parser(subparsers: Any) -> None:
     s.add_argument("--cold-processes", action="store_true",
                    help="start every trial process cold, importing torch itself (default: spare processes forked "
                         "from a zygote that has imported already take the trials)")
+    s.add_argument("--no-runtime-knobs", dest="runtime_knobs", action="store_false",
+                   help="skip the process stage: no runtime knobs (allocator, OpenMP) are searched, and the stored "
+                        "figure is the confirmation's, taken in one process (default: both in fresh processes)")
     s.add_argument("--platform", default=None, metavar="KEY",
                    help="platform key to tune for (a Ray node must advertise it), or 'all' in the cluster")
     s.add_argument("--repeat", type=int, default=20,
@@ -98,7 +101,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
                             resume=args.resume, rounds=args.rounds, space=args.space, unsafe=args.unsafe,
                             pruner=args.pruner, warm_start=args.warm_start, cost_model=args.cost_model,
                             precision=precision,
-                            objectives=parse_objectives(args.objective), prefer=args.prefer)
+                            objectives=parse_objectives(args.objective), prefer=args.prefer,
+                            runtime_knobs=args.runtime_knobs)
     if (notice := pruning_notice(options.objectives, options.pruner)) is not None:
         print(f"notice: {notice}", file=sys.stderr)
     execution = Execution(executor=args.executor, workers=args.workers, address=args.address, platform=args.platform,
@@ -170,14 +174,19 @@ def budget_line(outcome: SearchOutcome, budget_s: float, took_s: float) -> str:
 
     head = f"budget {format_duration(budget_s)}"
     stop = outcome.budget
-    if stop is None:
-        what = "not reached: the trials asked for were done first" if not outcome.exhausted else \
-            "not reached: the space ran out of new candidates first"
-    else:
+    if stop is not None:
         left = (f"with {format_duration(stop.left_s)} left" if stop.left_s >= 0
                 else f"{format_duration(-stop.left_s)} past it")
         what = (f"stopped handing out trials after {stop.trials} {left} (a trial takes up to "
                 f"{format_duration(stop.trial_s)} here, the confirmation about {format_duration(stop.confirm_s)})")
+    elif outcome.cut:
+        what = "reached while the last trials ran"
+    else:
+        what = "not reached: the trials asked for were done first" if not outcome.exhausted else \
+            "not reached: the space ran out of new candidates first"
+    if outcome.cut:
+        what += (f"; stopped {len(outcome.cut)} trial(s) still running where the time left was what the confirmation "
+                 f"needs (trial {', '.join(map(str, sorted(outcome.cut)))}: recorded as cancelled, not failed)")
     took = f"the search took {format_duration(took_s)}"
     if took_s > budget_s and (stop is None or stop.trials <= 1):
         took += (", over the budget: the first trial and the confirmation, which always run so that a result is "
@@ -227,6 +236,10 @@ class SearchPrinter:
     def trial_done(self, record: TrialRecord) -> None:
         if self.progress is not None:
             self.progress.update(record)
+
+    def confirming(self, line: str) -> None:
+        self.close()            # the trials' live progress ends with the trials
+        print(line, file=sys.stderr, flush=True)
 
     def finished(self, result: SearchResult) -> None:
         from tuner.cli.summary import summary_table

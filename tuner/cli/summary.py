@@ -66,17 +66,62 @@ def summary_table(verdict: Verdict) -> str:
 
 
 def ablation_lines(verdict: Verdict) -> list[str]:
-    ablation = verdict.ablation
-    if ablation is None:
+    """The backward elimination of the chosen config's knobs (`tuner.search.elimination`): each
+    step's effects (how much slower the config is without each knob), what went, and why a knob stayed."""
+    elimination = verdict.ablation
+    if elimination is None:
         return []
-    effects = ", ".join(f"{k} {sp.text() if sp else 'fails without it'}" for k, sp in ablation.effects)
-    kept = key_values(sorted((k, v) for k, v in ablation.chosen.candidate.params if k in ablation.kept))
-    return [f"ablation of {ablation.chosen.label} (how much slower without each knob): {effects}",
-            f"knobs that mattered: {kept or 'none alone'}; dropped: {', '.join(ablation.dropped) or 'none'}"]
+    lines = []
+    for n, step in enumerate(elimination.steps, start=1):
+        if step.undone:
+            lines.append(f"elimination step {n}: the config without the knobs dropped before was slower beyond the "
+                         f"noise, so that step was undone")
+            continue
+        effects = ", ".join(f"{k} {sp.text() if sp else 'fails without it'}" for k, sp in step.effects)
+        lines.append(f"elimination step {n} ({len(step.params)} knobs; how much slower without each): {effects}; "
+                     f"dropped: {', '.join(step.dropped) or 'none'}")
+    kept = [f"{k}={v} ({_effect_text(elimination.effect(k))})" for k, v in elimination.minimal.params]
+    lines.append(f"minimal config: {', '.join(kept) or 'none'}; dropped {len(elimination.dropped)} knob(s)"
+                 f"{': ' + ', '.join(elimination.dropped) if elimination.dropped else ''} ({elimination.stopped})")
+    return lines
+
+
+def _effect_text(sp: object) -> str:
+    if sp is None:
+        return "fails without it, or not timed alone"
+    return f"{sp.text()} without it"
 
 
 def verdict_lines(verdict: Verdict) -> list[str]:
-    """What was stored, its held-out claim, and the floor: never slower than eager or the default."""
+    """What was stored, its held-out claim, the floor (never slower than eager or the default), the
+    process stage's runtime knobs and claim in fresh processes, and how sure the verdict is."""
+    lines = _compile_lines(verdict) + process_lines(verdict)
+    if verdict.stability is not None:
+        lines.append(stability_line(verdict.stability))
+    return lines
+
+
+def process_lines(verdict: Verdict) -> list[str]:
+    """The process stage (`tuner.search.process_stage`): each runtime knob's values against the settings
+    before them, what was kept, and the claim measured in fresh processes as a user runs the model."""
+    process = verdict.process
+    if process is None:
+        return []
+    lines = []
+    for step in process.choice.steps:
+        effects = ", ".join(f"{v} {sp.text() if sp else 'failed'}" for v, sp in step.effects)
+        chosen = f"{step.chosen} kept" if step.chosen else "none cleared the noise"
+        lines.append(f"{step.knob} (fresh processes, against the settings before it): {effects}; {chosen}")
+    claim = process.claim
+    if claim is not None and process.kept and claim.claim is not None:
+        runtime = ", ".join(f"{k}={v}" for k, v in process.runtime) or "no runtime knob"
+        lines.append(f"as a user runs it (fresh processes, `tuner run`): {runtime}, {claim.claim.text()} over the "
+                     f"default compile in {claim.claim.rounds} held-out rounds ({_fmt(claim.default_ms)} -> "
+                     f"{_fmt(claim.stored_ms)} ms): the figure stored")
+    return lines
+
+
+def _compile_lines(verdict: Verdict) -> list[str]:
     claim = verdict.claim
     if verdict.eager:
         return [f"stored: run uncompiled (eager), {claim.text()} over the default compile in "
@@ -102,6 +147,12 @@ def verdict_lines(verdict: Verdict) -> list[str]:
     lines.append(f"floor: not slower than the default compile beyond the noise (gated on rounds apart from "
                  f"these), and {eager.text() if eager else '-'} over eager")
     return lines
+
+
+def stability_line(share: float) -> str:
+    """How sure a verdict is (`tuner.search.equivalence.stability`), in one line."""
+    return (f"stability: {share:.0%} of bootstrap resamples of the held-out rounds have it fastest or within 1% "
+            f"of the fastest")
 
 
 def _why_defaults(verdict: Verdict, tried: list[str]) -> str:

@@ -29,6 +29,9 @@ runs unfrozen when the weights change. With grad enabled it applies the config m
 freezing (`BestConfig.unfrozen_params`), or Inductor's defaults where none was measured, and
 says why once per process at INFO. Every compile under a stored config is guarded
 (`tuner.lookup.fallback`): a config that fails here gives Inductor's defaults and one warning.
+A stored verdict's runtime knobs (`tuner.runtime`: the allocator, OpenMP's policy) apply where the
+verdict applies as stored: what a running process can still set (glibc's malloc parameters) is
+set at that graph's compile, and what it cannot is named once, in one WARNING (`apply_runtime_once`).
 
 Logging: one INFO line per graph on the `tuner.lookup` logger (hit or miss; silent by
 default, since Python's default level is WARNING). `TUNER_EXPLAIN=1` prints the full
@@ -112,6 +115,8 @@ class TunerBackend:
             _say_unmeasured_once(decision)
         if choice.applies is Applies.NOT_OPTED_IN:
             _say_not_opted_in_once(decision, choice.note)
+        if choice.applies in (Applies.CONFIG, Applies.EAGER) and decision.hit and decision.best is not None:
+            apply_runtime_once(decision.best.runtime, lookup.settings)
         return build.compiled(decision, choice, gm, fingerprint)
 
 
@@ -203,6 +208,32 @@ def _own_key(lookup: Lookup, gm: "torch.fx.GraphModule", example_inputs: Sequenc
         return None if found is None else found.key
 
     return compute
+
+
+_applied_runtime: set[Any] = set()
+
+
+def apply_runtime_once(runtime_knobs: Mapping[str, Any], settings: Any) -> None:
+    """A stored verdict's runtime knobs (`tuner.runtime`), once per process and setting: what a
+    running process can still set is set now; what it cannot (an allocator to preload, OpenMP's
+    environment) is named in one WARNING with the way to start the program with it."""
+    from tuner.errors import SpaceError
+    from tuner.runtime import RuntimeConfig
+
+    try:        # checked when the row was read (tuner.storage.trust) and again here, where it applies
+        runtime = RuntimeConfig.from_dict(runtime_knobs)
+    except SpaceError as exc:
+        log.warning("tuner: a stored config's runtime knobs are refused (%s); the process keeps its own", exc)
+        return
+    with _once_lock:
+        if runtime.is_default or runtime in _applied_runtime:
+            return
+        _applied_runtime.add(runtime)
+    missing = runtime.apply_running(dict(settings.process_env))
+    if missing:
+        log.warning("tuner: the stored config was measured in a process with %s; not in effect here: %s; start "
+                    "the program with: tuner run --model MODEL.py SCRIPT.py (docs/lookup.md, Runtime knobs)",
+                    runtime.label(), "; ".join(missing))
 
 
 def _say_unmeasured_once(decision: Decision) -> None:

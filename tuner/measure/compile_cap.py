@@ -10,7 +10,8 @@ backend raises (BackendCompilerFailed, InductorError, InternalTorchDynamoError),
 finds it along `__cause__`/`__context__`; a code path that swallows it is raised into again
 every RETRY_S, and a compile that still finishes past the cap is stopped on its way out. Off the
 main thread, or when the real-time timer is already in use, nothing is capped (the per-trial
-deadline, `--timeout`, stays the outer bound either way).
+deadline, `--timeout`, stays the outer bound either way). A compile stuck in C code never returns
+to Python, where the handler runs: `tuner.measure.watchdog` ends its process a little past the cap.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Iterator
 
 from tuner.trial import CompileCap
 
-__all__ = ["CompileStopped", "armed", "capped", "stopped"]
+__all__ = ["CompileStopped", "armed", "armed_cap", "capped", "stopped"]
 
 RETRY_S = 1.0       # after the cap: raise again this often, in case a handler swallowed it
 
@@ -44,6 +45,11 @@ def armed(cap: CompileCap | None) -> Iterator[None]:
         yield
     finally:
         _ARMED[0] = previous
+
+
+def armed_cap() -> CompileCap | None:
+    """The cap `armed` holds now (None: none), which `capped` sections stop at."""
+    return _ARMED[0]
 
 
 @contextlib.contextmanager

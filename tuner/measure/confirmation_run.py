@@ -7,14 +7,15 @@ The confirmation's four parts, one per floor's job: its request and result value
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
-from tuner.trial import ConfirmRequest, ConfirmResult, Status, VariantResult
+from tuner.trial import DEFAULT, ConfirmRequest, ConfirmResult, Status, VariantResult
 
 __all__ = ["run_confirmation"]
 
 
-def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | None = None) -> ConfirmResult:
+def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str, int], None] | None = None,
+                     report: Callable[[dict[str, Any]], None] | None = None) -> ConfirmResult:
     """Trial-process side: get each variant ready in a fresh model copy, then interleave rounds.
 
     Each variant goes through `tuner.measure.prepare`, as a trial does, in the order
@@ -31,30 +32,51 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
     in their trials), so the driver runs again with fewer variants instead of dropping that one.
 
     `mark` is told the label of the variant about to be prepared or timed, outside the timed
-    calls (`workers/trial_process.py` keeps it where a process that dies leaves it behind).
-    """
-    import torch
+    calls, and how many variants the process then holds (the ones prepared so far and that one
+    while preparing; every one it times in the rounds): `workers/trial_process.py` keeps both where
+    a process that dies leaves them behind, so a process the kernel's out-of-memory killer ended
+    (SIGKILL, no MemoryError to catch) holding several is known to be crowded too
+    (`tuner.trial.ConfirmFailed.crowded`).
 
-    from tuner.measure.core import (Rejected, Runner, allow_variants, apply_threads, error_headline, failure,
-                                    out_of_memory, prepare)
-    from tuner.measure.node_lock import measure_lock
-    from tuner.trial import interleaved_rounds
+    `report` is how this process hands in a result and ends (`workers/trial_process.py`): with it,
+    a variant's call under the compile lock that never returns (`tuner.measure.watchdog`) stops the
+    run there as TIMEOUT, as a failing variant does.
+    """
+    from tuner.measure.core import allow_variants, apply_threads
+    from tuner.measure.watchdog import finishing
 
     current = [""]
 
-    def note(label: str) -> None:
+    def note(label: str, holding: int) -> None:
         current[0] = label
         if mark is not None:
-            mark(label)
+            mark(label, holding)
 
     threads = apply_threads(request.spec)
     allow_variants(len(request.variants))
+
+    def hung(message: str) -> None:
+        failed = VariantResult(current[0], Status.TIMEOUT, error=message)
+        report(_stopped(request, current[0], failed, threads).to_json())  # type: ignore[misc]
+
+    with finishing(hung if report is not None else None):
+        return _run(request, note, current, threads)
+
+
+def _run(request: ConfirmRequest, note: Callable[[str, int], None], current: list[str], threads: int) -> ConfirmResult:
+    """`run_confirmation`'s run, `note` told each variant and how many the process holds, `current` the last one."""
+    import torch
+
+    from tuner.measure.core import Rejected, Runner, error_headline, failure, out_of_memory, prepare
+    from tuner.measure.node_lock import measure_lock
+    from tuner.trial import interleaved_rounds
+
     prepared: dict[str, Runner | Rejected] = {}
     # Compiled in an order of this run's own (ConfirmRequest.rng): autotune picks, memory layout and
     # what one compile sets up for the next are not shared between the run that chooses and the one that claims.
     for label, params in request.rng("compile").sample(list(request.variants), len(request.variants)):
-        note(label)
         resident = sum(isinstance(r, Runner) for r in prepared.values())
+        note(label, resident + 1)
         try:
             prepared[label] = runner = prepare(request.spec, params)
         except Exception as exc:  # the load or the references ran out of memory beside the others: a value
@@ -78,8 +100,12 @@ def run_confirmation(request: ConfirmRequest, *, mark: Callable[[str], None] | N
     if runners:
         with torch.no_grad(), measure_lock(next(iter(runners.values())).device):
             try:
-                rounds = interleaved_rounds(runners, request.plan(), baseline=next(iter(runners)),
-                                            rng=request.rng("rounds"), on_variant=note)
+                # A sequential run stops once every variant is decided against the default compile
+                # (against the first variant where the default is not measured: an ablation).
+                baseline = DEFAULT if DEFAULT in runners else next(iter(runners))
+                rounds = interleaved_rounds(runners, request.plan(), baseline=baseline,
+                                            rng=request.rng("rounds"),
+                                            on_variant=lambda label: note(label, len(runners)))
             except Exception as exc:  # a finalist that fails while timed is a value, as trials' failures are
                 oom = out_of_memory(exc)
                 failed = VariantResult(current[0], Status.CRASHED if oom else Status.RUNTIME_ERROR,

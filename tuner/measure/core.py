@@ -17,7 +17,7 @@ import socket
 import statistics
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -146,12 +146,13 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     from tuner.measure.node_lock import compile_lock, reference_lock
     from tuner.measure.precision_check import check_precision
     from tuner.measure.references import output_references
+    from tuner.measure.watchdog import watched
     from tuner.workload import TRAIN, flatten_outputs, load_model_file
 
     if spec.mode == TRAIN:      # whole training steps, checked on the loss and gradients
         return prepare_training(spec, params)
     loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids,
-                             hold=reference_lock)
+                             driver_gpus=spec.driver_gpus, hold=reference_lock)
     select(loaded.device)
     sync = device_sync(loaded.device)
     precision = dict(params or ()).get("precision", FP32)
@@ -166,13 +167,15 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
             # Triton kernels settle on (CUDA) are harvested for lookups.
             patches = None if config is None else config.inductor
             tunes_kernels = loaded.device.startswith("cuda") and triton_choices.autotunes_triton(patches)
-            with compile_lock(loaded.device, patches):
+            with compile_lock(loaded.device, patches), \
+                    watched(loaded.device, references.eager_s, what=_call_name(params)) as watch:
                 if config is not None:      # compile_s is then this config's own (tuner.measure.compile_time)
                     warm_compiler(loaded)
                 with gemm_choices.harvesting(gemm_choices.autotunes_gemms(patches)) as gemms, \
                         triton_choices.harvesting(tunes_kernels) as kernels:
                     with capped():      # the candidate's compile, when `run_trial` armed a cap
                         (first,), compile_s = checked_calls(call, sync, 1)
+                    watch.first_call_done()
                     later, _ = checked_calls(call, sync, LATER_CALLS)
         except Exception as exc:  # a config that fails is a value, as the module docstring says
             return rejected(exc, spec)
@@ -191,6 +194,12 @@ def prepare(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | None) -> Ru
     triton_choices.save_harvest(kernels.choices(), db_url=spec.kernel_db, device=loaded.device)
     return Runner(call=lambda: loaded.call(model), sync=sync, device=loaded.device,
                   compile_s=None if params is None else compile_s, note=note)
+
+
+def _call_name(params: tuple[tuple[str, Any], ...] | None) -> str:
+    """What a variant's call is called in the watchdog's message (tuner.measure.watchdog)."""
+    return "the eager call" if params is None else "the default compile's call" if not params else \
+        "the compiled call of this config"
 
 
 def _verify_calls(reference: list[torch.Tensor], calls: list[list[torch.Tensor]],
@@ -218,10 +227,11 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     from tuner.measure.compile_time import warm_compiler
     from tuner.measure.node_lock import compile_lock, reference_lock
     from tuner.measure.references import host_copy, step_references
+    from tuner.measure.watchdog import watched
     from tuner.workload import compare_steps, load_model_file, loss_call, make_optimizer, run_step, timed_step
 
     loaded = load_model_file(spec.model_path, seed=spec.seed, shape=spec.shape, assigned_gpus=spec.gpu_ids,
-                             hold=reference_lock)
+                             driver_gpus=spec.driver_gpus, hold=reference_lock)
     select(loaded.device)
     sync = device_sync(loaded.device)
     loss, initial = loss_call(loaded), {k: host_copy(v) for k, v in loaded.model.state_dict().items()}
@@ -231,7 +241,8 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
     model = loaded.model if config is None else compile_model(loaded.model, config)
     optimizer = make_optimizer(loaded, loaded.model)
     try:
-        with compile_lock(loaded.device, None if config is None else config.inductor):
+        with compile_lock(loaded.device, None if config is None else config.inductor), \
+                watched(loaded.device, references.eager_s, what=_call_name(params).replace("call", "step")) as watch:
             if config is not None:            # compile_s is then this config's own (tuner.measure.compile_time)
                 warm_compiler(loaded)
             start = time.perf_counter()       # inside the lock: waiting at it is not compiling
@@ -239,6 +250,7 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
                 steps = [run_step(loaded.model, lambda: loss(model), optimizer, loaded.path)]
                 sync()                        # an asynchronous CUDA error is this config's
             compile_s = time.perf_counter() - start
+            watch.first_call_done()
             for _ in range(LATER_CALLS):      # the optimizer moved the weights: from the initial ones again
                 loaded.model.load_state_dict(initial)
                 steps.append(run_step(loaded.model, lambda: loss(model), None, loaded.path))
@@ -255,14 +267,23 @@ def prepare_training(spec: MeasureSpec, params: tuple[tuple[str, Any], ...] | No
                   device=loaded.device, compile_s=None if params is None else compile_s)
 
 
-def run_trial(request: TrialRequest) -> Measurement:
+def run_trial(request: TrialRequest, *, report: Callable[[dict[str, Any]], None] | None = None) -> Measurement:
     """Compile the request's candidate, verify it against eager, and time it.
 
-    Never raises for a tuning failure: every exception becomes a Measurement.
+    Never raises for a tuning failure: every exception becomes a Measurement. `report` is how
+    this trial process hands in a result and ends (workers/trial_process.py): with it, a call
+    under the compile lock that never returns is ended by `tuner.measure.watchdog` as a TIMEOUT.
     """
+    from tuner.measure.watchdog import finishing
+
     worker = worker_name()
+
+    def hung(message: str) -> None:
+        report(Measurement.failed(Status.TIMEOUT, message, worker).to_json())  # type: ignore[misc]
+
     try:
-        return _measure(request, worker)
+        with finishing(hung if report is not None else None):
+            return _measure(request, worker)
     except Exception as exc:  # the measurement boundary: a bug in the trial is still a value
         return Measurement.failed(*failure(exc, request.spec, Status.RUNTIME_ERROR), worker)
 

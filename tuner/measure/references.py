@@ -14,6 +14,7 @@ timed section on it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,6 +36,7 @@ class References:
     wide: Any
     tried_wide: bool
     floor: float = 0.0      # a step's: eager's error relative to fp64 (tuner.measure.verify.eager_precision)
+    eager_s: float = 0.0    # how long the eager call (or step) took, its outputs on the host (tuner.measure.watchdog)
 
 
 _kept: dict[tuple[Any, ...], References] = {}      # the last model's only: a process measures one model
@@ -67,8 +69,10 @@ def output_references(spec: MeasureSpec, loaded: Any, *, wide: bool) -> Referenc
     if kept is not None:
         return kept
     with torch.no_grad(), reference_lock(loaded.device):
+        start = time.perf_counter()
         eager = [host_copy(t) for t in flatten_outputs(loaded.call())]
-        return _keep(key, References(eager, fp64_reference(loaded) if wide else None, wide))
+        eager_s = time.perf_counter() - start
+        return _keep(key, References(eager, fp64_reference(loaded) if wide else None, wide, eager_s=eager_s))
 
 
 def step_references(spec: MeasureSpec, loaded: Any, loss: Callable[[Any], Any]) -> References:
@@ -82,10 +86,12 @@ def step_references(spec: MeasureSpec, loaded: Any, loss: Callable[[Any], Any]) 
     if kept is not None:
         return kept
     with reference_lock(loaded.device):
+        start = time.perf_counter()
         eager = _on_host(run_step(loaded.model, lambda: loss(loaded.model), None, loaded.path))
+        eager_s = time.perf_counter() - start
         wide = _wide_step(loaded)
     floor = 0.0 if wide is None else eager_precision(*(_tensors(step) for step in (eager, wide)))
-    return _keep(key, References(eager, wide, True, floor))
+    return _keep(key, References(eager, wide, True, floor, eager_s))
 
 
 def _tensors(step: Any) -> list[torch.Tensor]:

@@ -10,8 +10,10 @@ made, then its output is checked against eager with the search's own gate, again
 reference (`tuner.measure.verify_outputs`); a path that fails or differs takes no part in the
 timing.
 The rest are timed interleaved and paired, as a confirmation times its finalists
-(`tuner.trial.interleaved_rounds`, shuffled per round, under the node's measure lock), and each
-speedup is the median of per-round ratios over the default compile with its interval.
+(`tuner.trial.interleaved_rounds`, shuffled per round, under the node's measure lock), the
+allocator pinned first as in a trial (`RuntimeConfig.pin_for_timing`), and each speedup is the
+median of per-round ratios over the default compile with its interval. What a user's own process
+measures, a fresh one per path, is `tuner.report.user_view`.
 
 The lookup's own INFO line for each graph (hit or miss, tier, what it applies) is collected
 while each tuned path compiles, so the table can say why a path runs as fast as it does.
@@ -110,7 +112,10 @@ def compare_applied(model_path: str, *, rounds: int, seed: int = 0) -> Compariso
 
     import tuner
     from tuner.measure import measure_lock
+    from tuner.runtime import RuntimeConfig
     from tuner.trial import interleaved_rounds
+
+    RuntimeConfig().pin_for_timing()        # the allocator as in a trial: nothing run before moves it
 
     compilers: dict[str, Callable[[Any], Any] | None] = {
         EAGER: None,
@@ -139,13 +144,9 @@ def compare_applied(model_path: str, *, rounds: int, seed: int = 0) -> Compariso
 
 def _references(model_path: str, seed: int) -> tuple[list[Any], list[Any] | None]:
     """The file's eager output under `seed` and its fp64 one (`tuner.measure.fp64_reference`),
-    which every path, loaded under the same seed, is checked against.
-
-    Besides the search's own gate, running the model in float64 puts this process where a
-    trial's and a confirmation's are (they take the same reference): measured on
-    examples/resnet.py, a process that has not run it in float64 runs eager and the default
-    compile 25-35% slower and the frozen compile barely, so without it the table would hold a
-    gain the claim's process never saw (docs/lookup.md, "Measured as you use it")."""
+    which every path, loaded under the same seed, is checked against with the search's own gate.
+    (The allocator is pinned first, as in a trial: these runs do not move the state the paths are
+    timed in; docs/measurement.md, "Process state".)"""
     import torch
 
     from tuner.measure import fp64_reference, select

@@ -1,18 +1,22 @@
 """A stored verdict as code that applies it with torch alone (`tuner best MODEL --emit python|json`).
 
 Many teams will not add a package to a serving image to apply a few compile flags. This turns
-the best configs stored for one model's graphs into the `torch.compile(model, mode=..., options=...)`
-call that applies them, plus what `options=` cannot carry, set around the compiled model's first
-call (the call that traces and compiles): freezing through `torch._inductor.config` (Dynamo decides
-at trace time whether weights are constants, so an `options` entry would change nothing) and
-`torch._functorch.config` knobs. It also states the conditions the verdict was measured under and,
-plainly, what plain `torch.compile` cannot express (graphs with different configs, an eager graph
-among compiled ones, a reduced precision, tuned kernel configs) and what `backend="tuner"` adds.
+the best configs stored for one model's graphs into a Dynamo backend of their own (Inductor's
+`compile_fx` with the config's patches, a mode expanded) and `torch.compile(model, backend=...)`,
+plus what must be set around the compiled model's first call, which traces and compiles: freezing
+through `torch._inductor.config` (Dynamo decides at trace time whether weights are constants) and
+`torch._functorch.config` knobs; and the verdict's runtime knobs, as the environment to start the
+program with and what a running process can still set (`tuner.report.portable_code` writes the
+snippet). It also states the conditions the verdict was measured under and, plainly, what plain
+`torch.compile` cannot express (graphs with different configs, an eager graph among compiled ones,
+a reduced precision, tuned kernel configs) and what `backend="tuner"` adds.
 
 Rows are untrusted input and become source code here, so every row passes the lookup's own check
-(`tuner.storage.best_problem`) and the allow-list (`tuner.inductor.compile_config`) first, and every
-`options` entry passes torch's own check of `torch.compile(options=...)`; values are written with
-`repr` of plain JSON scalars only. A row that fails raises UsageError naming it.
+(`tuner.storage.best_problem`: its knobs against the allow-list, its runtime knobs against their
+list) and `tuner.inductor.compile_config` first; values are written with `repr` of plain JSON
+scalars only. A row that fails raises UsageError naming it. Text that is not a row (the model path
+as the user typed it, the platform's description) goes into comments only, each on one line with
+its line breaks and other unprintable characters escaped (`portable_code.comment`).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UsageError
 from tuner.precision import FP32
+from tuner.report.portable_code import snippet
 from tuner.text import key_values
 
 if TYPE_CHECKING:
@@ -30,13 +35,15 @@ if TYPE_CHECKING:
     from tuner.workload import Workload
 
 FROZEN = "freezing"
-FORMAT = 1                 # the --emit json format
+FORMAT = 2                 # the --emit json format (2: the backend's config patches, runtime knobs, stability)
 
 
 @dataclass(frozen=True)
 class Portable:
-    """One model's stored verdict as plain torch: `mode`/`options` for `torch.compile`; `inductor_first`
-    and `functorch_first` set around the first call; `compiled` False when the verdict is eager."""
+    """One model's stored verdict as plain torch: `patches` for the backend's `compile_fx` (empty:
+    Inductor's defaults); `inductor_first` and `functorch_first` set around the first call;
+    `compiled` False when the verdict is eager; `runtime` its runtime knobs, `runtime_env` the
+    environment they need at start, `runtime_set` the glibc malloc parameters a running process sets."""
 
     model: str
     platform: str
@@ -44,8 +51,7 @@ class Portable:
     verdict: str                                  # "config", "defaults", "eager" or "mixed"
     summary: str                                  # the applied verdict and its confirmed figure
     compiled: bool
-    mode: str | None
-    options: tuple[tuple[str, Any], ...]
+    patches: tuple[tuple[str, Any], ...]
     inductor_first: tuple[tuple[str, Any], ...]
     functorch_first: tuple[tuple[str, Any], ...]
     no_grad: bool                                 # freezing: inference under torch.no_grad() only
@@ -53,56 +59,28 @@ class Portable:
     conditions: tuple[str, ...]
     not_expressed: tuple[str, ...]
     graphs: tuple[dict[str, Any], ...]
+    runtime: tuple[tuple[str, str], ...] = ()
+    runtime_env: tuple[tuple[str, str], ...] = ()
+    runtime_set: tuple[tuple[int, int], ...] = ()
+    stability: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The same as data, for scripts (`--emit json`)."""
         return {"format": FORMAT, "model": self.model, "platform": self.platform, "workload": self.workload_key,
-                "verdict": self.verdict, "summary": self.summary,
-                "torch_compile": {"compiled": self.compiled, "mode": self.mode, "options": dict(self.options)},
+                "verdict": self.verdict, "summary": self.summary, "stability": self.stability,
+                "torch_compile": {"compiled": self.compiled, "config_patches": dict(self.patches)},
                 "mode": "train" if self.train else "inference",
                 "around_first_call": {"torch._inductor.config": dict(self.inductor_first),
                                       "torch._functorch.config": dict(self.functorch_first),
                                       "no_grad": self.no_grad},
+                "runtime": {"knobs": dict(self.runtime), "env": dict(self.runtime_env),
+                            "mallopt": [list(p) for p in self.runtime_set]},
                 "conditions": list(self.conditions), "not_expressed": list(self.not_expressed),
                 "graphs": list(self.graphs), "python": self.python()}
 
     def python(self) -> str:
         """A snippet that defines `tuned_compile(model)` and `first_call()` (`--emit python`)."""
-        lines = [f"# tuner's stored verdict for {self.model}, applied with torch alone (no tuner, no database).",
-                 f"# Verdict: {self.summary}.", f"# Platform: {self.platform}."]
-        lines += [f"# Measured: {c}" for c in self.conditions]
-        lines += [f"# Not expressed here: {n}" for n in self.not_expressed]
-        lines += ["import contextlib", "", "import torch", "", "", "def tuned_compile(model):",
-                  '    """The model compiled as tuner measured it (make its first call inside first_call())."""']
-        lines.append(f"    return {self._compile_call()}" if self.compiled else
-                     "    return model      # the verdict is eager: uncompiled ran faster than every compile")
-        lines += ["", "", "@contextlib.contextmanager", "def first_call():",
-                  '    """Around the compiled model\'s first call, which traces and compiles: what `options=` cannot set."""',
-                  "    with contextlib.ExitStack() as stack:"]
-        if self.no_grad:
-            lines.append("        stack.enter_context(torch.no_grad())     # freezing is for inference only")
-        if self.inductor_first:
-            lines.append(f"        stack.enter_context(torch._inductor.config.patch({_literal(self.inductor_first)}))")
-        if self.functorch_first:
-            lines += ["        import torch._functorch.config",
-                      f"        stack.enter_context(torch._functorch.config.patch({_literal(self.functorch_first)}))"]
-        lines += ["        yield", "", "", "# compiled = tuned_compile(model)", "# with first_call():",
-                  "#     compiled(*inputs)    # compiles; later calls need nothing more"]
-        if self.train:
-            lines.append("# In training the first backward compiles too: run it inside first_call() as well.")
-        return "\n".join(lines) + "\n"
-
-    def _compile_call(self) -> str:
-        if self.mode and not self.options:
-            return f"torch.compile(model, mode={self.mode!r})"
-        if self.options:
-            return f"torch.compile(model, options={_literal(self.options)})"
-        return "torch.compile(model)"
-
-
-def _literal(items: tuple[tuple[str, Any], ...]) -> str:
-    """A dict literal of plain JSON scalars (anything else was refused before)."""
-    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in items) + "}"
+        return snippet(self)
 
 
 def portable_verdict(bests: list[BestConfig], *, model: str, workload: Workload, platform: Platform,
@@ -119,7 +97,7 @@ def portable_verdict(bests: list[BestConfig], *, model: str, workload: Workload,
                              f"search again with: tuner search {model}")
     sizes = {g.key: g.num_nodes for g in workload.graphs}
     chosen = max(bests, key=lambda b: sizes.get(b.graph_key, 0))   # the largest graph's, where they differ
-    same = all(_applied(b) == _applied(chosen) for b in bests)
+    same = all(_applied(b) == _applied(chosen) and b.runtime == chosen.runtime for b in bests)
     not_expressed = [] if same else [
         f"the model's {len(bests)} graphs hold different verdicts ({'; '.join(_describe(b) for b in bests)}); "
         f"plain torch.compile applies one config to every graph, so this applies the largest graph's. "
@@ -134,48 +112,47 @@ def portable_verdict(bests: list[BestConfig], *, model: str, workload: Workload,
     if kernels:
         not_expressed.append(f"{kernels} kernel tile config(s) Inductor settled on while tuning: plain "
                              'torch.compile autotunes again; backend="tuner" feeds them back.')
+    runtime = _runtime(chosen, not_expressed)
     return Portable(model=model, platform=platform.describe(), workload_key=workload.key,
                     verdict=_verdict_of(chosen) if same else "mixed", summary=_describe(chosen),
-                    compiled=not chosen.eager, train=train, not_expressed=tuple(not_expressed), **parts,
+                    compiled=not chosen.eager, train=train, not_expressed=tuple(not_expressed), **parts, **runtime,
                     conditions=_conditions(params, platform, train=train, shape=shape),
-                    graphs=tuple(_graph(b) for b in bests))
+                    graphs=tuple(_graph(b) for b in bests), stability=chosen.stability)
 
 
 def _split(params: dict[str, Any]) -> dict[str, Any]:
-    """`mode`, `options`, what is set around the first call, and `no_grad`, from knob values: the
-    allow-list and torch's own check of `torch.compile(options=...)` decide what goes where."""
+    """The backend's config patches (the mode expanded, freezing included), what is set around the first
+    call, and `no_grad`, from knob values (the allow-list and this torch's knobs: SpaceError otherwise)."""
     from tuner.inductor import compile_config
-    from tuner.search_spaces import mode_options
 
-    config = compile_config(params)         # the allow-list and this torch's knobs; raises SpaceError
-    knobs, mode = dict(config.inductor), None
-    if config.mode is not None and knobs == dict(mode_options(config.mode)):
-        knobs, mode = {}, config.mode       # the mode alone (torch.compile takes mode or options, not both)
-    options, first = _torch_checked(knobs)
-    if config.freezing:
-        first[FROZEN] = True
-    return {"mode": mode, "options": tuple(sorted(options.items())), "inductor_first": tuple(sorted(first.items())),
-            "functorch_first": config.functorch, "no_grad": config.freezing}
-
-
-def _torch_checked(knobs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(what `torch.compile(options=...)` accepts, what must be set on `torch._inductor.config`
-    instead), by torch's own check of each option."""
-    import torch
-
-    options, first = {}, {}
-    for name, value in knobs.items():
+    config = compile_config(params)
+    patches = dict(config.inductor)
+    for name, value in patches.items():
         if not isinstance(value, (bool, int, float, str)) and value is not None:
             raise UsageError(f"stored knob {name} holds {type(value).__name__}, not a plain value; "
                              "search again to store it anew")
-        check = object.__new__(torch._TorchCompileInductorWrapper)   # its option check, not its set-up
-        check.config = {}
-        try:
-            check.apply_options({name: value})
-            options[name] = value
-        except RuntimeError:
-            first[name] = value
-    return options, first
+    if config.freezing:
+        patches[FROZEN] = True
+    first = {FROZEN: True} if config.freezing else {}
+    return {"patches": tuple(sorted(patches.items())), "inductor_first": tuple(sorted(first.items())),
+            "functorch_first": config.functorch, "no_grad": config.freezing}
+
+
+def _runtime(best: BestConfig, not_expressed: list[str]) -> dict[str, Any]:
+    """The runtime knobs of `best`: their names, the environment a process starts with (an allocator
+    resolved to this machine's library), and the malloc parameters a running one sets. An allocator
+    not installed here is named as not expressed instead."""
+    from tuner.errors import TunerError
+    from tuner.runtime import RuntimeConfig
+
+    runtime = RuntimeConfig.from_dict(best.runtime)
+    try:
+        env = runtime.start_env({})
+    except TunerError as exc:
+        not_expressed.append(f"{exc}".removeprefix("cannot apply "))
+        env = {}
+    mallopt = tuple(pair for _, _, setting in runtime.settings() for pair in setting.mallopt)
+    return {"runtime": runtime.values, "runtime_env": tuple(sorted(env.items())), "runtime_set": mallopt}
 
 
 def _applied(best: BestConfig) -> tuple[str, dict[str, Any]]:
@@ -191,8 +168,10 @@ def _verdict_of(best: BestConfig) -> str:
 def _describe(best: BestConfig) -> str:
     what = {"eager": "eager (uncompiled)", "defaults": "Inductor's defaults"}.get(_verdict_of(best)) or \
         key_values(sorted(best.params.items()))
-    return (f"{what}, confirmed {best.speedup:.2f}x [{best.ci_low:.2f}, {best.ci_high:.2f}] over the default "
-            f"compile in {best.rounds} paired rounds")
+    runtime = f" with {key_values(sorted(best.runtime.items()))}" if best.runtime else ""
+    sure = f"; stability {best.stability:.0%}" if best.stability is not None else ""
+    return (f"{what}{runtime}, confirmed {best.speedup:.2f}x [{best.ci_low:.2f}, {best.ci_high:.2f}] over the "
+            f"default compile in {best.rounds} paired rounds{sure}")
 
 
 def _graph(best: BestConfig) -> dict[str, Any]:

@@ -76,11 +76,17 @@ def best_html(bests: Sequence[BestConfig], graphs: int) -> str:
         parts.append(f"<p><b>confirmed speedup over the default compile: {num(best.speedup, '.2f')}x</b> "
                      f"[{num(best.ci_low, '.2f')}, {num(best.ci_high, '.2f')}] over {num(best.rounds)} paired rounds"
                      f"{_latencies(best)}{_search_figure(best)}</p>")
+        if best.stability is not None:
+            parts.append(f"<p>stability: fastest or within 1% of the fastest in {num(best.stability, '.0%')} "
+                         f"of bootstrap resamples of the held-out rounds</p>")
         changes = knob_changes(best)
         if changes:
             parts.append(table(("knob", "Inductor default", "kept value"),
                                [(f"<code>{esc(c.knob)}</code>", esc(c.default), f"<b>{esc(c.best)}</b>")
                                 for c in changes]))
+        if best.runtime:
+            parts.append(table(("runtime knob", "kept value"),
+                               [(f"<code>{esc(k)}</code>", f"<b>{esc(v)}</b>") for k, v in sorted(best.runtime.items())]))
         parts.append(f'<p class="note">kept by {esc(best.user)}@{esc(best.host)}, {when(best.created_at)}, '
                      f"tuner {esc(best.tuner_version)}, torch {esc(best.torch_version)}, from {esc(best.source)}</p>")
     return "".join(parts)

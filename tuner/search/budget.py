@@ -1,14 +1,19 @@
-"""A search's wall-clock budget (`--budget 20m`): when to stop handing out trials.
+"""A search's wall-clock budget (`--budget 20m`): when to stop handing out trials, and when to
+stop the trials in flight.
 
 The budget covers the whole search of a platform: the trials and the confirmation after them,
 so what it stores is the best confirmed result of the trials that fitted (an anytime answer).
 The driver asks `Budget.allows` before each submission: a new trial is submitted only while the
 time left covers what a trial has been taking (`Pace.trial_s`: a high quantile of the wall times
 of the last trials, from submission to result, so the contention of trials in flight at once is
-in it) plus the confirmation's expected time (`confirmation_s`, from the median trial). Trials in flight when it stops
-run to their end (each within its `--timeout`); Ctrl-C still stops everything at once.
+in it) plus the confirmation's expected time (`confirmation_s`, from the median trial). Each trial
+it hands out gets a deadline (`Budget.trial_deadline`): its `--timeout`, shortened to the point
+where the time left is what the confirmation needs (as expected when it is handed out), so a
+trial that stalls cannot run the search past its budget. A trial stopped there is recorded as
+cancelled (`cancelled_error`), not as a failure of its config. Ctrl-C still stops everything at once.
 Before the first result nothing is known, so the first trials (as many as run at once) are
-always submitted: a search always has the defaults' trial to confirm.
+always submitted, with the whole time left as their deadline, and the defaults' trial is never
+cut: a search always has it to confirm.
 """
 from __future__ import annotations
 
@@ -22,10 +27,12 @@ from typing import Callable, Sequence
 from tuner.errors import UsageError
 from tuner.search.verdict import Finalist
 
-__all__ = ["Budget", "BudgetStop", "Pace", "confirmation_s", "format_duration", "parse_duration", "share"]
+__all__ = ["Budget", "BudgetStop", "Pace", "cancelled_error", "confirmation_s", "elimination_s", "format_duration",
+           "parse_duration", "share"]
 
 WINDOW = 20             # the last trials whose wall times predict the next one's
 QUANTILE = 0.9          # of those wall times: most trials end within it
+MIN_DEADLINE_S = 1.0    # the shortest deadline a trial is handed (allows() leaves it at least a trial's time)
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([hms])", re.IGNORECASE)
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
@@ -79,10 +86,13 @@ class Pace:
     def submitted(self, number: int) -> None:
         self.started[number] = self.clock()
 
-    def finished(self, number: int) -> None:
+    def finished(self, number: int) -> float | None:
+        """Trial `number` came back: its wall time, now among `took` (None: not submitted here)."""
         began = self.started.pop(number, None)
-        if began is not None:
-            self.took.append(self.clock() - began)
+        if began is None:
+            return None
+        self.took.append(self.clock() - began)
+        return self.took[-1]
 
     def trial_s(self) -> float | None:
         """The QUANTILE of the last WINDOW trials' wall times; None before any finished."""
@@ -93,9 +103,11 @@ class Pace:
         return statistics.median(self.took[-WINDOW:]) if self.took else None
 
 
-def confirmation_s(finalists: Sequence[Finalist], trial_s: float) -> float:
+def confirmation_s(finalists: Sequence[Finalist], trial_s: float, *, runtime_choices: int = 0,
+                   runtime_knobs: int = 0) -> float:
     """The expected seconds of the confirmation of `finalists` (`tuner.search.verdict`), a trial
-    taking `trial_s` (the median).
+    taking `trial_s` (the median), and of the process stage after it (`tuner.search.process_stage`)
+    where `runtime_choices` settings of `runtime_knobs` knobs can run here.
 
     Each confirmation run is one process, like a trial, that gets its variants ready one after
     another and times them together: a run of two variants costs about a trial, each variant
@@ -103,20 +115,34 @@ def confirmation_s(finalists: Sequence[Finalist], trial_s: float) -> float:
     --executor local on 2 cores: a selection run of five variants took 1.0 median trial alone and
     1.5 with other work on the machine). The runs mirror `conclude`, with the finalist
     ahead in the search standing for the choice: the selection run (eager, the default and the
-    finalists), the ablation run when the choice has two or more knobs (it and it minus each
-    knob), and the claim run (eager, the default, the choice, its minimal config beside it after an
-    ablation, and with freezing the configs without it). No finalist: one run of eager against the default.
+    finalists), two steps of the backward elimination when the choice has two or more knobs (it
+    and it minus each knob, then the smaller config beside it), and the claim run (eager, the
+    default, the minimal config, and with freezing the configs without it). No finalist: one run
+    of eager against the default. A timing process of the process stage loads, compiles and times
+    one config where a trial does two: half a trial; the stage takes at least MIN_ROUNDS rounds of
+    each knob's arms (the settings before it and each value) and CLAIM_ROUNDS rounds of two arms.
     """
+    from tuner.search.process_stage import CLAIM_ROUNDS, MIN_ROUNDS
+
     def run_s(variants: int) -> float:
         return trial_s * (1 + max(0, variants - 2) / 6)
 
+    process = (MIN_ROUNDS * (runtime_choices + runtime_knobs) + 2 * CLAIM_ROUNDS) * trial_s / 2 if runtime_knobs else 0.0
     if not finalists:
-        return run_s(2)
+        return run_s(2) + process
     choice = max(finalists, key=lambda f: f.search.median if f.search is not None else 0.0)
     knobs = len(choice.candidate.params)
     thawed = (knobs > 1) + sum(not f.freezes for f in finalists) if choice.freezes else 0
-    claim = 3 + (knobs > 1) + thawed
-    return run_s(2 + len(finalists)) + (run_s(1 + knobs) if knobs > 1 else 0.0) + run_s(claim)
+    claim = 3 + thawed
+    return run_s(2 + len(finalists)) + elimination_s(knobs, trial_s) + run_s(claim) + process
+
+
+def elimination_s(knobs: int, trial_s: float) -> float:
+    """The expected seconds of the backward elimination of a config of `knobs` knobs: its first two
+    steps (it and it minus each knob; then the smaller config and the one before it beside those)."""
+    if knobs < 2:
+        return 0.0
+    return trial_s * (2 + (knobs - 1 + knobs) / 6)
 
 
 @dataclass(frozen=True)
@@ -128,7 +154,8 @@ class BudgetStop:
     left_s: float
     trial_s: float
     confirm_s: float
-    trials: int                   # trials recorded when it stopped submitting (in flight ones finished after)
+    trials: int                   # trials recorded when it stopped submitting (those in flight came back
+    #                               after, or were stopped at their deadline: `SearchOutcome.cancelled`)
 
 
 class Budget:
@@ -157,3 +184,19 @@ class Budget:
         if self.stop is None:
             self.stop = BudgetStop(self.seconds, left, trial_s, confirm_s, recorded)
         return False
+
+    def trial_deadline(self, *, confirm_s: float) -> float:
+        """The seconds a trial handed out now may run: until the time left is `confirm_s`, what the
+        confirmation is expected to take (at least MIN_DEADLINE_S)."""
+        return max(self.left() - confirm_s, MIN_DEADLINE_S)
+
+
+def cancelled_error(budget_s: float, ran_s: float, confirm_s: float) -> str:
+    """The error of a trial stopped at its budget deadline after `ran_s`, leaving `confirm_s` of
+    this search's `budget_s` for the confirmation (0: handed out before any trial finished, so
+    at the budget's end): why, and that its config did not fail."""
+    where = (f"where the time left of this search's {format_duration(budget_s)} was what the confirmation is "
+             f"expected to take ({format_duration(confirm_s)})" if confirm_s > 0 else
+             f"at the end of this search's {format_duration(budget_s)} (handed out before any trial finished)")
+    return (f"cancelled at the --budget deadline: stopped after {format_duration(ran_s)}, {where}; not a failure "
+            f"of this config, which `tuner search MODEL --resume` may measure again")

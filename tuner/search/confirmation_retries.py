@@ -8,13 +8,18 @@ that variant with its status and measures the others again in a fresh process, u
 finishes. It never gives up on the whole confirmation for one finalist: only a failure it
 cannot pin on such a variant (the default compile's, the process's own, a deadline) comes back.
 
-A run that ran out of memory holding several variants (`ConfirmResult.crowded`: a large model,
-each variant a copy of it) blames none of them: every finalist fitted beside the default in its
-own trial. The rerun holds one variant fewer, the lowest ranked (the last of the request's
-order: `tuner.search.verdict` lists finalists best first), which is recorded as CANCELLED,
-"not confirmed" and why; eager, the default and the run's baseline (its first variant) stay.
-So the best-ranked finalists are confirmed side by side as far as memory allows, and none is
-recorded as having crashed for it.
+A run that ran out of memory holding several variants (a large model, each variant a copy of
+it) blames none of them: every finalist fitted beside the default in its own trial. That is
+`ConfirmResult.crowded` when the process caught the allocation failure, and
+`ConfirmFailed.crowded` when the kernel's out-of-memory killer ended it (SIGKILL: on a CPU,
+running out of memory is seldom a MemoryError). The rerun holds one variant fewer, the lowest
+ranked (the last of the request's order: `tuner.search.verdict` lists finalists best first),
+which is recorded as CANCELLED, "not confirmed" and why; eager, the default and the run's
+baseline (its first variant) stay. So the best-ranked finalists are confirmed side by side as far
+as memory allows, and none is recorded as having crashed for it.
+
+Eager and the default compile are the model itself, never a finalist's fault: a failure pinned
+on either is never survived by dropping it.
 """
 from __future__ import annotations
 
@@ -33,14 +38,15 @@ def confirm_through(run: Callable[[ConfirmRequest], ConfirmResult | ConfirmFaile
 
     The result holds every variant of `request` in its order: the ones dropped with how they
     failed (no rounds), the rest as the last, complete run measured them side by side. A
-    ConfirmFailed comes back as it is when its process died outside every variant, in the
-    default compile, or past its deadline. At most one run per variant.
+    ConfirmFailed comes back as it is when its process died outside every variant, in eager or
+    the default compile, past its deadline, or crowded with only eager, the default and its
+    baseline left. At most one run per variant.
     """
     dropped: dict[str, VariantResult] = {}
     while True:
         remaining = tuple(v for v in request.variants if v[0] not in dropped)
         outcome = run(replace(request, variants=remaining))
-        culprit = _culprit(outcome, {label for label, _ in remaining})
+        culprit = _culprit(outcome, [label for label, _ in remaining])
         if culprit is None:
             if isinstance(outcome, ConfirmFailed):
                 return outcome
@@ -49,31 +55,34 @@ def confirm_through(run: Callable[[ConfirmRequest], ConfirmResult | ConfirmFaile
         dropped[culprit.label] = culprit
 
 
-def _culprit(outcome: ConfirmResult | ConfirmFailed, labels: set[str]) -> VariantResult | None:
-    """The variant to drop and measure the others without (None: the outcome stands)."""
+def _culprit(outcome: ConfirmResult | ConfirmFailed, order: list[str]) -> VariantResult | None:
+    """The variant to drop and measure the others without (None: the outcome stands); `order`:
+    the labels the run held, in the request's order."""
+    finalists = set(order) - {DEFAULT, EAGER}
+    if outcome.crowded is not None:
+        if isinstance(outcome, ConfirmFailed):
+            return _lowest_ranked(order, outcome.crowded, failure_line(outcome.error))
+        hit = outcome.get(outcome.stopped_by)
+        return _lowest_ranked(order, outcome.crowded, failure_line(hit.error) if hit is not None and hit.error
+                              else "out of memory")
     if isinstance(outcome, ConfirmFailed):
-        if outcome.variant in labels - {DEFAULT} and outcome.status is Status.CRASHED:
+        if outcome.variant in finalists and outcome.status is Status.CRASHED:
             return VariantResult(outcome.variant, outcome.status, error=failure_line(outcome.error))
         return None
-    if outcome.crowded is not None:
-        return _lowest_ranked(outcome, labels)
-    if outcome.stopped_by in labels - {DEFAULT}:
+    if outcome.stopped_by in finalists:
         return outcome.get(outcome.stopped_by)
     return None
 
 
-def _lowest_ranked(outcome: ConfirmResult, labels: set[str]) -> VariantResult | None:
+def _lowest_ranked(order: list[str], crowded: int, why: str) -> VariantResult | None:
     """The variant a crowded run drops: the last one it held but eager, the default and its first
     (None: only those are left, so the outcome stands)."""
-    order = [v.label for v in outcome.variants if v.label in labels]
     kept = {EAGER, DEFAULT, *order[:1]}
     last = next((label for label in reversed(order) if label not in kept), None)
     if last is None:
         return None
-    hit = outcome.get(outcome.stopped_by)
-    why = failure_line(hit.error) if hit is not None and hit.error else "out of memory"
     return VariantResult(last, Status.CANCELLED,
-                         error=f"not confirmed: the confirmation ran out of memory holding {outcome.crowded} variants "
+                         error=f"not confirmed: the confirmation ran out of memory holding {crowded} variants "
                                f"at once ({why}); it ran again without this one, the lowest ranked")
 
 

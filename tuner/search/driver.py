@@ -9,8 +9,10 @@ candidates are measured once (after EXPLORE_AFTER
 repeats in a row, a converged sampler's next proposals come from a random sampler, so the budget
 goes to new candidates; MAX_DUPLICATE_ASKS in a row end the search as exhausted); `resume` replays the
 stored trials of the last study into a fresh in-memory Optuna study. With a `Budget`, no trial
-starts once a trial and the expected confirmation would not fit in the time left
-(`tuner.search.budget`). Each trial carries the adaptive compile cap computed from the compile
+starts once a trial and the expected confirmation would not fit in the time left, and each trial
+but the defaults' runs with a deadline that ends where the confirmation's time begins; one stopped
+there is recorded as cancelled, never told to the sampler or the learned failures as its config's
+failure (`tuner.search.budget`). Each trial carries the adaptive compile cap computed from the compile
 times recorded so far (`tuner.trial.compile_cap`). An interrupt (Ctrl-C,
 or SIGTERM turned into KeyboardInterrupt) stops the trials in flight, records them as
 cancelled (never a result: resume measures them again) and raises SearchInterrupted.
@@ -26,7 +28,7 @@ from typing import Any, Callable, Iterator
 import optuna
 
 from tuner.errors import SpaceError, UsageError
-from tuner.search.budget import Budget, Pace, confirmation_s
+from tuner.search.budget import Budget, Pace, cancelled_error, confirmation_s
 from tuner.search.cost_model import PROPOSALS, CostRanker
 from tuner.search.objectives import LATENCY_ONLY, front_finalists
 from tuner.search.options import SearchInterrupted, SearchOptions, SearchOutcome, Target
@@ -90,9 +92,13 @@ class Driver:
         self.optuna = optuna.create_study(directions=["minimize"] * len(job.objectives), sampler=sampler)
         self.records: dict[str, TrialRecord] = {}         # candidate key -> recorded trial
         self.in_flight: dict[int, tuple[Any, Candidate]] = {}   # trial number -> (optuna trial, candidate)
+        self.deadlines: dict[int, tuple[float, float]] = {}     # trial number -> (budget deadline, confirm_s then)
+        self.cancelled: list[TrialRecord] = []            # stopped at the budget's deadline, or by an interrupt
+        self.cut: list[int] = []                          # the trial numbers stopped at the budget's deadline
         self.next_number = 0
         self.budget: Budget | None = None                 # set by `run`
         self.pace = Pace()
+        self._runtime_choices = runtime_counts(target.platform.device) if job.runtime_knobs else (0, 0)
         self.compile_cap: CompileCap | None = None        # the last cap handed to a trial
         self.failures = LearnedFailures(store, target.platform.key)
         self.seeds = target.space.seeds()
@@ -133,7 +139,8 @@ class Driver:
         count) or, with `budget`, until another trial would not fit in it (`tuner.search.budget`).
 
         On KeyboardInterrupt, stops the trials in flight (`Executor.cancel`), records each
-        as cancelled and raises SearchInterrupted with what finished.
+        as cancelled and raises SearchInterrupted with what finished. A trial its budget deadline
+        stopped (`_dispatch`) is recorded as cancelled too, and is in the outcome's `cancelled`.
         """
         if budget is not None:
             self.budget, self.pace = budget, Pace(clock=budget.clock)
@@ -161,29 +168,32 @@ class Driver:
                 self._record(study, request, measurement)
         except KeyboardInterrupt:
             self.executor.cancel()
-            raise SearchInterrupted(self._outcome(study, cancelled=self._record_cancelled(study)))
+            self._record_cancelled(study)
+            raise SearchInterrupted(self._outcome(study))
         return self._outcome(study, exhausted=exhausted)
 
-    def _outcome(self, study: StudyInfo, *, exhausted: bool = False,
-                 cancelled: tuple[TrialRecord, ...] = ()) -> SearchOutcome:
+    def _outcome(self, study: StudyInfo, *, exhausted: bool = False) -> SearchOutcome:
         trials = tuple(sorted(self.records.values(), key=lambda r: r.number))
         warm = tuple((r.number, self.warm_why[r.candidate_key]) for r in trials if r.candidate_key in self.warm_why)
+        cancelled = tuple(sorted(self.cancelled, key=lambda r: r.number))
         return SearchOutcome(study=study, trials=trials, exhausted=exhausted, cancelled=cancelled,
                              skipped=self.failures.skipped, warm_starts=warm,
-                             budget=None if self.budget is None else self.budget.stop, compile_cap=self.compile_cap)
+                             budget=None if self.budget is None else self.budget.stop, cut=tuple(self.cut),
+                             compile_cap=self.compile_cap)
 
-    def _record_cancelled(self, study: StudyInfo) -> tuple[TrialRecord, ...]:
+    def _record_cancelled(self, study: StudyInfo) -> None:
         """Record every trial in flight as cancelled (their processes are stopped already)."""
-        now = dt.datetime.now(dt.timezone.utc)
-        cancelled = []
         for number, (_, candidate) in sorted(self.in_flight.items()):
-            record = TrialRecord(number=number, candidate_key=candidate.key, params=candidate.as_dict(),
-                                 measurement=Measurement.failed(Status.CANCELLED, CANCELLED_ERROR),
-                                 finished_at=now)
-            if self.store.record_trial(study.id, record):
-                cancelled.append(record)
+            self._cancel(study, number, candidate, CANCELLED_ERROR)
         self.in_flight.clear()
-        return tuple(cancelled)
+
+    def _cancel(self, study: StudyInfo, number: int, candidate: Candidate, error: str) -> None:
+        """Record trial `number` as cancelled with `error`: no result, so a resumed study measures it again."""
+        record = TrialRecord(number=number, candidate_key=candidate.key, params=candidate.as_dict(),
+                             measurement=Measurement.failed(Status.CANCELLED, error),
+                             finished_at=dt.datetime.now(dt.timezone.utc))
+        if self.store.record_trial(study.id, record):
+            self.cancelled.append(record)
 
     def _wanted(self) -> int:
         """How many more trials to submit now (0: none, the count or the budget is reached)."""
@@ -194,6 +204,15 @@ class Driver:
             return 0
         return counted
 
+    def after_s(self) -> float:
+        """What the search still needs after the selection run and the elimination: a claim run of
+        three variants and the process stage (`confirmation_s` without finalists, less its run of two)."""
+        median = self.pace.median_s()
+        if median is None:
+            return 0.0
+        choices, knobs = self._runtime_choices
+        return confirmation_s([], median, runtime_choices=choices, runtime_knobs=knobs) - median + median * 7 / 6
+
     def _confirm_s(self) -> float:
         """The confirmation's expected seconds after the trials recorded so far (`confirmation_s`)."""
         median = self.pace.median_s()
@@ -202,7 +221,8 @@ class Driver:
         trials = tuple(sorted(self.records.values(), key=lambda r: r.number))
         finalists = (pick_finalists(trials) if self.objectives == LATENCY_ONLY
                      else front_finalists(trials, self.objectives, self.job.preferred))
-        return confirmation_s(finalists, median)
+        choices, knobs = self._runtime_choices
+        return confirmation_s(finalists, median, runtime_choices=choices, runtime_knobs=knobs)
 
     def _submit_next(self) -> bool:
         """Ask Optuna until it proposes something new; False when the space seems exhausted.
@@ -270,17 +290,43 @@ class Driver:
                                         if r.measurement.status in (Status.OK, Status.PRUNED)
                                         and r.measurement.compile_s is not None)
         self.pace.submitted(number)
-        self.executor.submit(TrialRequest(spec=self.spec, params=candidate.params, number=number,
+        spec = self.spec
+        if self.budget is not None and not candidate.is_default:    # the defaults' trial always runs to its end
+            confirm_s = self._confirm_s()
+            deadline = self.budget.trial_deadline(confirm_s=confirm_s)
+            if deadline < spec.timeout_s:
+                spec = replace(spec, timeout_s=deadline)
+                self.deadlines[number] = (deadline, confirm_s)
+        self.executor.submit(TrialRequest(spec=spec, params=candidate.params, number=number,
                                           pruning=self.pruning.spec_for(candidate.key),
                                           compile_cap=self.compile_cap))
         self.on_start(number, candidate.as_dict())
 
     def _record(self, study: StudyInfo, request: TrialRequest, measurement: Measurement) -> None:
-        """Run every one of `steps` (`tuner.search.result_steps`), in order, on the trial's result."""
+        """Run every one of `steps` (`tuner.search.result_steps`), in order, on the trial's result;
+        a trial that timed out at its budget deadline is recorded as cancelled instead (no step
+        hears it: it says nothing about its config), and the sampler is told it failed."""
         trial, candidate = self.in_flight.pop(request.number)
-        self.pace.finished(request.number)
+        deadline, confirm_s = self.deadlines.pop(request.number, (None, 0.0))
+        ran_s = self.pace.finished(request.number)
+        # Killed at the deadline (a timeout of its own, such as the compile cap's, comes back before it).
+        if deadline is not None and measurement.status is Status.TIMEOUT and ran_s is not None and ran_s >= deadline:
+            self.pace.took.pop()        # cut short: not what a trial takes here
+            self.optuna.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.cut.append(request.number)
+            self._cancel(study, request.number, candidate,
+                         cancelled_error(self.budget.seconds, ran_s, confirm_s))  # type: ignore[union-attr]
+            return
         record = TrialRecord(number=request.number, candidate_key=candidate.key, params=candidate.as_dict(),
                              measurement=measurement, finished_at=dt.datetime.now(dt.timezone.utc))
         result = TrialResult(study=study, trial=trial, candidate=candidate, record=record)
         for step in self.steps:
             step(result)
+
+
+def runtime_counts(device: str) -> tuple[int, int]:
+    """(settings, knobs) of the runtime knobs the process stage can try here (`tuner.runtime.choices_here`)."""
+    from tuner.runtime import choices_here
+
+    settings, _ = choices_here(device)
+    return len(settings), len({knob for knob, _ in settings})

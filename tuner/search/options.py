@@ -38,7 +38,9 @@ class SearchOptions:
     (`--prefer`, None: the first objective) picks the operating point confirmed and stored.
     `trials` (`--trials`) is the study's total; None: as many as `budget_s` allows. `budget_s`
     (`--budget`, None: none) is the wall clock of the whole search, confirmation included
-    (`tuner.search.budget`).
+    (`tuner.search.budget`). `runtime_knobs` (default; `--no-runtime-knobs` False): after the
+    confirmation, the process stage chooses runtime knobs and takes the stored claim in fresh
+    processes (`tuner.search.process_stage`).
     Made with values the search cannot run, it raises UsageError naming the flag.
     """
 
@@ -57,6 +59,7 @@ class SearchOptions:
     prefer: str | None = None     # one of `objectives` (--prefer); None: the first
     cost_model: bool = False      # rank PROPOSALS proposals with tuner.search.cost_model, measure the best
     budget_s: float | None = None     # --budget: stop handing out trials when the rest would not fit
+    runtime_knobs: bool = True    # --no-runtime-knobs off: the process stage (tuner.search.process_stage)
 
     def __post_init__(self) -> None:
         if self.trials is None and self.budget_s is None:
@@ -107,7 +110,8 @@ class Target:
 @dataclass(frozen=True)
 class SearchOutcome:
     """A study's results (replayed ones included, cancelled ones never), by number; the trials
-    this run cancelled; whether the space ran out of new candidates first."""
+    this run cancelled (in flight at an interrupt, or at their --budget deadline: each one's error
+    says which); whether the space ran out of new candidates first."""
 
     study: StudyInfo
     trials: tuple[TrialRecord, ...]
@@ -116,6 +120,7 @@ class SearchOutcome:
     skipped: int = 0              # proposals holding a learned failure, told failed unmeasured
     warm_starts: tuple[tuple[int, str], ...] = ()   # (trial number, where from) of the warm starts measured
     budget: BudgetStop | None = None          # when --budget stopped the trials (None: it did not, or none)
+    cut: tuple[int, ...] = ()                 # trials stopped at their --budget deadline (among `cancelled`)
     compile_cap: CompileCap | None = None     # the last adaptive compile cap handed to a trial (None: none yet)
 
 

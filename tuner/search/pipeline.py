@@ -14,16 +14,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from tuner.errors import ModelFileError, TunerError, UsageError
 from tuner.kernels import KernelLaunch, discover_kernels
 from tuner.platform import Platform
-from tuner.search.budget import Budget, share
+from tuner.runtime import choices_here
+from tuner.search.budget import Budget, elimination_s, share
 from tuner.search.confirmation_retries import confirm_through, failure_line
 from tuner.search.driver import Driver, open_study
 from tuner.search.objectives import LATENCY_ONLY, front_finalists
 from tuner.search.options import SearchInterrupted, SearchOptions, SearchOutcome, Target
+from tuner.search.process_stage import CLAIM_ROUNDS, settle, stage_cap
 from tuner.search.verdict import Verdict, best_configs, conclude, pick_finalists
 from tuner.settings import Settings
 from tuner.storage import Store, StudyInfo, TrialRecord, handed_on
@@ -72,7 +74,8 @@ class SearchEvents(Protocol):
 
     Order: `kernels_tuned` and `prepared` once; then for each platform `starting`, `searching`,
     `trial_started` when a trial is handed to the executor and `trial_done` when it is recorded
-    (trials in flight at once interleave), and `finished` once its verdict is stored.
+    (trials in flight at once interleave), `confirming` for each step after the trials, and
+    `finished` once its verdict is stored.
     """
 
     def kernels_tuned(self, launches: tuple[KernelLaunch, ...]) -> None:
@@ -91,10 +94,15 @@ class SearchEvents(Protocol):
 
     def trial_started(self, number: int, params: Mapping[str, Any]) -> None:
         """Trial `number` (its record's number) was submitted with `params`, its non-default knobs.
-        A trial interrupted in flight gets no `trial_done`."""
+        A trial interrupted in flight, or stopped at its --budget deadline, gets no `trial_done`
+        (it is in the outcome's `cancelled`)."""
 
     def trial_done(self, record: TrialRecord) -> None:
         """One trial was measured and recorded."""
+
+    def confirming(self, line: str) -> None:
+        """After the trials: one line per confirmation run and per step of the process stage (what it
+        measures now), so a caller can say what the search is doing while no trial runs."""
 
     def finished(self, result: SearchResult) -> None:
         """The platform's search is over and its verdict stored."""
@@ -102,6 +110,19 @@ class SearchEvents(Protocol):
 
 class _Quiet(SearchEvents):
     """Hears nothing: the events of a caller that passed none."""
+
+
+class _Compatible:
+    """A caller's events that lack a method added since (`confirming`): those calls go nowhere."""
+
+    def __init__(self, events: Any) -> None:
+        self._events = events
+
+    def confirming(self, line: str) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._events, name)
 
 
 def run_search(options: SearchOptions, *, execution: Execution = Execution(), settings: Settings | None = None,
@@ -123,6 +144,8 @@ def run_search(options: SearchOptions, *, execution: Execution = Execution(), se
     began = time.monotonic()
     settings = settings or Settings.from_env()
     events = events or _Quiet()
+    if not hasattr(events, "confirming"):       # a caller's events written before `confirming` existed
+        events = _Compatible(events)
     measure = options.measure
     target = _prepare_with_kernels(options, settings.db_url, events)
     events.prepared(target)
@@ -246,11 +269,15 @@ def pick_platforms(wanted: str | None, executor: Executor, target: Target) -> li
 
 def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor, user: str,
          events: SearchEvents) -> SearchResult:
-    """Search for `target.platform`, then confirm the finalists against the default compile
-    and store the verdict (finalists from the Pareto front of `job.objectives`, ranked by
-    `job.preferred`, when the search minimised more than latency: tuner.search.objectives). A resumed
+    """Search for `target.platform`, confirm the finalists against the default compile, run the
+    process stage (`tuner.search.process_stage`: runtime knobs, then the claim in fresh processes;
+    not with `job.runtime_knobs` off) and store the verdict (finalists from the Pareto front of
+    `job.objectives`, ranked by `job.preferred`, when the search minimised more than latency:
+    tuner.search.objectives). A resumed
     study is looked up once, and its trials read once. With `job.budget_s`, the trials stop where
-    the rest would not fit in it, confirmation included (`tuner.search.budget`), counted from this call."""
+    the rest would not fit in it, confirmation included, and those in flight are stopped (recorded
+    as cancelled) where the time left is what the confirmation needs (`tuner.search.budget`),
+    counted from this call."""
     budget = None if job.budget_s is None else Budget(job.budget_s)
     events.starting(target, database=store.safe_url)
     study = open_study(job, target, store, user=user)
@@ -259,7 +286,9 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
                     on_start=events.trial_started)
     driver.replay(replayed)
     events.searching(study, done=len(driver.records))
+    trials_began = time.monotonic()
     outcome = driver.run(study, budget=budget)
+    trials_s = time.monotonic() - trials_began
     # Several objectives (or one other than latency): the finalists come from the Pareto front.
     finalists = (pick_finalists(outcome.trials) if job.objectives == LATENCY_ONLY
                  else front_finalists(outcome.trials, job.objectives, job.preferred))
@@ -268,8 +297,16 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
     # The trials' spec, its deadline stretched to cover a whole confirmation run (several variants, not one).
     spec = replace(driver.spec, timeout_s=max(driver.spec.timeout_s * (len(finalists) + 3), 600))
     try:
-        verdict = conclude(lambda request: _confirm(executor, request), spec, finalists, rounds=job.rounds,
-                           in_order=job.preferred != "latency")
+        verdict = conclude(lambda request: _confirm(executor, request, events), spec, finalists, rounds=job.rounds,
+                           in_order=job.preferred != "latency", eliminate_knobs=_time_for(budget, driver))
+        if job.runtime_knobs:
+            trial_s = driver.pace.median_s()
+            cap = stage_cap(trials_s, None if budget is None or trial_s is None else budget.left() - CLAIM_ROUNDS * trial_s)
+            choices, left_out = choices_here(target.platform.device)
+            verdict = verdict.with_process(settle(
+                executor.run_process, driver.spec, verdict.compile_params, choices, seed=driver.spec.seed,
+                notes=[f"runtime knob {note}" for note in left_out], time_cap_s=cap,
+                progress=lambda line: events.confirming(f"process stage: {line}")))
     except KeyboardInterrupt:
         raise SearchInterrupted(outcome, confirming=True)
     stored = False
@@ -279,9 +316,22 @@ def tune(job: SearchOptions, target: Target, *, store: Store, executor: Executor
     return SearchResult(target=target, outcome=outcome, verdict=verdict, stored=stored)
 
 
-def _confirm(executor: Executor, request: ConfirmRequest) -> ConfirmResult:
+def _time_for(budget: Budget | None, driver: Driver) -> Callable[[int], bool]:
+    """Whether the backward elimination of a config of so many knobs fits in what is left of `budget`,
+    after the claim run and the process stage it leaves room for (always, without a budget)."""
+    def fits(knobs: int) -> bool:
+        trial_s = driver.pace.median_s()
+        return budget is None or trial_s is None or budget.left() >= elimination_s(knobs, trial_s) + driver.after_s()
+
+    return fits
+
+
+def _confirm(executor: Executor, request: ConfirmRequest, events: SearchEvents | None = None) -> ConfirmResult:
     """One confirmation on `executor`, measured again without a finalist that crashed it
     (`confirm_through`); TunerError (naming --resume) when it failed for another reason."""
+    if events is not None:
+        events.confirming(f"confirming: the {request.stage} run, {len(request.variants)} variants in one process "
+                          f"({request.rounds} rounds, up to {request.max_rounds or request.rounds} while undecided)")
     confirmed = confirm_through(executor.run_confirmation, request)
     if isinstance(confirmed, ConfirmFailed):
         raise TunerError(f"confirmation run failed: {failure_line(confirmed.error)}; the trials are stored; "

@@ -20,8 +20,10 @@ from tuner.trial.cuda_api import CudaApi, torch_cuda
 from tuner.trial.memory_limit import (MIN_MB, apply_memory_limit, exceeded, format_mb, limit_in_force,
                                       out_of_memory_line, parse_size_mb)
 from tuner.trial.pruning import PruneHistory, RoundPruner, RoundValues, check_pruner, replay_pruning
+from tuner.trial.process import ProcessRequest, ProcessTiming
 from tuner.trial.stats import MIN_INTERVAL_VALUES, Speedup, median_and_iqr, paired_speedup
-from tuner.trial.timing import RoundPlan, calibrate, interleaved_rounds, time_samples
+from tuner.trial.timing import (RoundPlan, calibrate, decided, interleaved_rounds, per_call_s, sampler_for,
+                                time_samples)
 from tuner.trial.values import Candidate, MeasureSpec, Measurement, Status, TrialRequest, measured_speedup
 
 __all__ = [
@@ -38,6 +40,8 @@ __all__ = [
     "ConfirmResult",
     "CudaApi",
     "MeasureSpec",
+    "ProcessRequest",
+    "ProcessTiming",
     "Measurement",
     "PruneHistory",
     "RoundPlan",
@@ -51,6 +55,7 @@ __all__ = [
     "apply_memory_limit",
     "calibrate",
     "check_pruner",
+    "decided",
     "exceeded",
     "format_mb",
     "halves",
@@ -61,7 +66,9 @@ __all__ = [
     "out_of_memory_line",
     "paired_speedup",
     "parse_size_mb",
+    "per_call_s",
     "replay_pruning",
+    "sampler_for",
     "speedup",
     "time_samples",
     "torch_cuda",

@@ -26,6 +26,7 @@ EAGER = "eager"
 DEFAULT = "default"
 # Half the rounds choose and half report, and each half needs enough rounds for a 95% interval.
 MIN_CONFIRM_ROUNDS = 2 * MIN_INTERVAL_VALUES
+ALPHA = 0.05        # a sequential confirmation's error rate per decision, over all its looks
 
 
 @dataclass(frozen=True)
@@ -37,22 +38,39 @@ class ConfirmRequest:
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...] | None], ...]   # (label, params); None = eager
     rounds: int = 20
     samples_per_round: int = 3
-    max_rounds: int | None = None          # go on to this many rounds while an interval is wider than target_width
-    target_width: float | None = None      # relative, against the first variant (only with max_rounds)
+    max_rounds: int | None = None          # a sequential test: looks at rounds, 2x, 4x ... up to this many
+    target_width: float | None = None      # relative: an interval this narrow is decided (as fast, within it)
     stage: str = "selection"               # with spec.seed, seeds this run's compile and round orders
-    #                                        (tuner.search.verdict: "selection", "ablation", "claim")
+    #                                        (tuner.search.verdict: "selection", "ablation-N", "claim")
 
     @property
     def timeout_s(self) -> float:
         return self.spec.timeout_s
 
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """The round counts at which a sequential run may stop: `rounds`, doubling up to `max_rounds`
+        (that count last); just (`rounds`,) without `max_rounds`."""
+        looks = [self.rounds]
+        while self.max_rounds is not None and looks[-1] < self.max_rounds:
+            looks.append(min(2 * looks[-1], self.max_rounds))
+        return tuple(looks)
+
+    @property
+    def confidence(self) -> float:
+        """The confidence of every interval this run's decisions take: 95%, or with several looks
+        1 - ALPHA / looks (Bonferroni), so that a decision is wrong at most ALPHA of the time over all
+        the looks the sequential test may take."""
+        return 1 - ALPHA / len(self.looks)
+
     def plan(self) -> RoundPlan:
         """The rounds of this run: the spec's warm-up and calls rule (`MeasureSpec.plan`), `rounds`
-        rounds (up to `max_rounds` while wider than `target_width`), no time budget."""
-        extra = self.max_rounds is not None and self.max_rounds > self.rounds
-        return replace(self.spec.plan(), min_rounds=self.rounds, max_rounds=self.max_rounds if extra else self.rounds,
-                       samples_per_round=self.samples_per_round, target_width=self.target_width if extra else None,
-                       budget_s=None)
+        rounds, or with `max_rounds` the sequential test of `RoundPlan.looks` on the even rounds
+        (the half that decides), no time budget."""
+        looks = self.looks if len(self.looks) > 1 else ()
+        return replace(self.spec.plan(), min_rounds=self.rounds, max_rounds=looks[-1] if looks else self.rounds,
+                       samples_per_round=self.samples_per_round, target_width=self.target_width if looks else None,
+                       budget_s=None, looks=looks, confidence=self.confidence)
 
     def rng(self, purpose: str) -> random.Random:
         """A generator seeded by the spec's seed, this run's stage and `purpose` ("compile", "rounds"),
@@ -126,23 +144,27 @@ class ConfirmFailed:
     """No confirmation result at all: the run passed its deadline (TIMEOUT), its process or Ray
     task died (CRASHED), or the executor cannot confirm (RUNTIME_ERROR). `error` says why, headline
     first. `variant` is the label the process was preparing or timing when it died (None: unknown,
-    or it died outside every variant)."""
+    or it died outside every variant). `crowded`, as `ConfirmResult.crowded`: it was killed by
+    SIGKILL, what the kernel's out-of-memory killer sends, while it held that many variants (more
+    than one), so it ran out of memory holding them, which says nothing against `variant`."""
 
     status: Status
     error: str
     variant: str | None = None
+    crowded: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status.value, "error": self.error, "variant": self.variant}
+        return {"status": self.status.value, "error": self.error, "variant": self.variant, "crowded": self.crowded}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ConfirmFailed":
-        return cls(status=Status(data["status"]), error=data["error"], variant=data.get("variant"))
+        return cls(status=Status(data["status"]), error=data["error"], variant=data.get("variant"),
+                   crowded=data.get("crowded"))
 
 
-def speedup(baseline: VariantResult, variant: VariantResult) -> Speedup | None:
-    """Paired speedup of `variant` over `baseline`; None if either has no rounds."""
-    return paired_speedup(baseline.round_ms, variant.round_ms)
+def speedup(baseline: VariantResult, variant: VariantResult, *, confidence: float = 0.95) -> Speedup | None:
+    """Paired speedup of `variant` over `baseline`, its interval at `confidence`; None if either has no rounds."""
+    return paired_speedup(baseline.round_ms, variant.round_ms, confidence=confidence)
 
 
 def halves(result: ConfirmResult) -> tuple[ConfirmResult, ConfirmResult]:

@@ -31,7 +31,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from tuner.trial.cuda_api import CudaApi, flush_buffer, torch_cuda
 from tuner.trial.stats import paired_speedup
@@ -53,7 +53,12 @@ class Timed(Protocol):
 class RoundPlan:
     """When the rounds stop: never before `min_rounds`, at `max_rounds` at the latest, as soon
     as every variant's paired interval is narrower than `target_width` (relative to its median;
-    None: run to max_rounds), or once `budget_s` seconds of rounds have passed."""
+    None: run to max_rounds), or once `budget_s` seconds of rounds have passed.
+
+    With `looks` (a sequential test: a confirmation's, `tuner.trial.confirmation`), the rounds stop
+    only at those counts, as soon as every variant's interval against the baseline, at `confidence`
+    and on the even rounds only (the half that decides), is decided: wholly above 1, wholly below,
+    or narrower than `target_width` (as fast, within it). At most `looks[-1]` rounds."""
 
     min_rounds: int = 6
     max_rounds: int = 20
@@ -62,6 +67,8 @@ class RoundPlan:
     budget_s: float | None = 10.0
     warmup: int = 3
     same_calls: bool = False      # one count even for long samples (train: as many optimizer steps each)
+    looks: tuple[int, ...] = ()
+    confidence: float = 0.95
 
 
 def per_call_s(fn: Callable[[], Any], *, warmup: int, sync: Callable[[], None]) -> float:
@@ -173,12 +180,15 @@ def interleaved_rounds(variants: Mapping[str, Timed], plan: RoundPlan, *, baseli
     take = {label: sampler_for(v, calls[label], plan.samples_per_round, cuda) for label, v in variants.items()}
     rounds: dict[str, list[float]] = {label: [] for label in variants}
     start = time.perf_counter()
-    for n in range(1, plan.max_rounds + 1):
+    for n in range(1, (plan.looks[-1] if plan.looks else plan.max_rounds) + 1):
         for label in rng.sample(list(variants), len(variants)):
             mark(label)
             rounds[label].append(statistics.median(take[label]()))
-        if n >= plan.min_rounds and (_narrow(rounds, baseline, plan.target_width)
-                                     or _spent(start, plan.budget_s)):
+        if plan.looks:
+            if n in plan.looks and decided(rounds, baseline, plan):
+                break
+        elif n >= plan.min_rounds and (_narrow(rounds, baseline, plan.target_width)
+                                       or _spent(start, plan.budget_s)):
             break
         if should_stop is not None and n < plan.max_rounds and should_stop(rounds):
             break
@@ -190,6 +200,19 @@ def _narrow(rounds: Mapping[str, list[float]], baseline: str, target: float | No
         return False
     widths = [paired_speedup(rounds[baseline], ms) for label, ms in rounds.items() if label != baseline]
     return all(sp is not None and sp.width <= target for sp in widths)
+
+
+def decided(rounds: Mapping[str, Sequence[float]], baseline: str, plan: RoundPlan) -> bool:
+    """Every variant's interval against `baseline` on the even rounds, at the plan's confidence, lies
+    wholly above or below 1 or is narrower than its target width."""
+    for label, ms in rounds.items():
+        if label == baseline:
+            continue
+        sp = paired_speedup(rounds[baseline][0::2], ms[0::2], confidence=plan.confidence)
+        if sp is None or not (sp.clears_noise or sp.slower_beyond_noise
+                              or (plan.target_width is not None and sp.width <= plan.target_width)):
+            return False
+    return True
 
 
 def _spent(start: float, budget_s: float | None) -> bool:

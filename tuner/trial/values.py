@@ -187,8 +187,10 @@ class MeasureSpec:
     arguments (`tuner.workload.shapes`); () calls it without arguments.
 
     `gpu_ids` are the node's GPU ids Ray assigned the task that runs this trial (`ray.get_gpu_ids()`,
-    set by the Ray executor on the node); the model file's `cuda:N` then names GPU N of the node
-    (`tuner.workload.normal_cuda`). None: not under Ray, torch's own meaning of the index.
+    set by the Ray executor on the node), and `driver_gpus` the driver's CUDA_VISIBLE_DEVICES entries
+    (None: it had none); the model file's `cuda:N` then names the driver's cuda:N, GPU `driver_gpus[N]`
+    of the node (GPU N without them: `tuner.workload.normal_cuda`). `gpu_ids` None: not under Ray,
+    torch's own meaning of the index.
     """
 
     model_path: str
@@ -207,6 +209,7 @@ class MeasureSpec:
     mode: str = "inference"       # "train": time whole training steps (tuner.workload.training)
     shape: tuple[tuple[str, int], ...] = ()   # --shapes bucket: get_inputs(**dict(shape)) (tuner.workload.shapes)
     gpu_ids: tuple[str, ...] | None = None    # the GPUs Ray assigned the task, as node ids (None: not under Ray)
+    driver_gpus: tuple[str, ...] | None = None   # the driver's CUDA_VISIBLE_DEVICES, as node ids (None: unset)
 
     def plan(self) -> RoundPlan:
         """The rounds protocol of one trial: in train mode every variant takes the same number of
@@ -221,8 +224,9 @@ class MeasureSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "MeasureSpec":
         shape = tuple((str(name), int(size)) for name, size in data.get("shape", ()))   # JSON lists
-        gpu_ids = data.get("gpu_ids")
-        return cls(**{**data, "shape": shape, "gpu_ids": None if gpu_ids is None else tuple(map(str, gpu_ids))})
+        gpus = {name: None if data.get(name) is None else tuple(map(str, data[name]))
+                for name in ("gpu_ids", "driver_gpus")}
+        return cls(**{**data, "shape": shape, **gpus})
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Every process that loads a model file (the driver, each trial, confirmation and `tuner compare`)
 turns the device into this form before anything uses it, so nothing downstream sees a bare
-"cuda" (`torch.cuda.set_device` refuses one) or an index the process cannot see.
+"cuda" (`torch.cuda.set_device` refuses one) or an index the process cannot see. `cuda:N` means
+one GPU wherever the trial runs: what the driver's torch calls cuda:N (`normal_cuda`).
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 from tuner.errors import ModelFileError
 from tuner.workload.wording import describe_value, exception_line
 
-def check_device(path: Path, device: Any, assigned: tuple[str, ...] | None = None) -> str:
+def check_device(path: Path, device: Any, assigned: tuple[str, ...] | None = None,
+                 driver: tuple[str, ...] | None = None) -> str:
     """`DEVICE` in its one normal form for this process: "cpu", or `cuda:N` with N an index this
-    process can see (`normal_cuda`); ModelFileError naming the fix for anything else."""
+    process can see (`normal_cuda`, with `assigned` and `driver`); ModelFileError naming the fix for anything else."""
     import torch
 
     if not isinstance(device, str):
@@ -37,7 +39,7 @@ def check_device(path: Path, device: Any, assigned: tuple[str, ...] | None = Non
         )
     count = getattr(backend, "device_count", lambda: 1)()
     if dev.type == "cuda":
-        return normal_cuda(device, count=count, assigned=assigned, where=str(path))
+        return normal_cuda(device, count=count, assigned=assigned, driver=driver, where=str(path))
     if dev.index is not None and dev.index >= count:
         raise ModelFileError(
             f"DEVICE={device!r} but this machine has {count} {label} device(s); "
@@ -46,31 +48,43 @@ def check_device(path: Path, device: Any, assigned: tuple[str, ...] | None = Non
     return device
 
 
-def normal_cuda(device: str, *, count: int, assigned: tuple[str, ...] | None = None, where: str = "") -> str:
+def normal_cuda(device: str, *, count: int, assigned: tuple[str, ...] | None = None,
+                driver: tuple[str, ...] | None = None, where: str = "") -> str:
     """A CUDA device as `cuda:N`, N an index among the `count` GPUs this process sees; nothing
     downstream ever sees a bare "cuda" (torch.cuda.set_device refuses one) or an index it cannot see.
 
     Without `assigned`, torch's own meaning in this process: "cuda" is its first GPU (the current
     device of a fresh process), "cuda:N" its N-th. Under Ray, `assigned` holds the node's GPU ids Ray
-    gave the task (`ray.get_gpu_ids()`, the order of its CUDA_VISIBLE_DEVICES): "cuda" is the GPU
-    Ray assigned, and "cuda:N" names GPU N of the node, so it becomes its index among the assigned
-    ones. ModelFileError, naming the fix, when the index is one this process cannot see.
+    gave the task (`ray.get_gpu_ids()`, the order of its CUDA_VISIBLE_DEVICES) and `driver` the
+    driver's CUDA_VISIBLE_DEVICES entries (None: it had none). "cuda" is the GPU Ray assigned;
+    "cuda:N" is what the driver's torch calls cuda:N, the node's GPU `driver[N]` (GPU N without
+    `driver`), so it becomes that GPU's index among the assigned ones. ModelFileError, naming the
+    fix, when that GPU is not one this process can see.
     """
     import torch
 
     index = torch.device(device).index
     where = f" in {where}" if where else ""
     if assigned is not None:
-        if index is None:
-            return "cuda:0"
-        if str(index) not in assigned:
-            raise ModelFileError(
-                f"DEVICE={device!r}{where} names GPU {index} of the node, but Ray gave this trial GPU "
-                f"{', '.join(assigned) or 'none'}; set DEVICE='cuda' to measure on the GPU Ray assigns each "
-                f"trial (docs/ray.md, \"GPU platforms\")")
-        return f"cuda:{assigned.index(str(index))}"
+        return "cuda:0" if index is None else _assigned_index(device, index, assigned, driver, where)
     index = 0 if index is None else index
     if index >= count:
         raise ModelFileError(f"DEVICE={device!r} but this machine has {count} CUDA device(s); "
                              f"set DEVICE='cuda' or an index below {count}{where}")
     return f"cuda:{index}"
+
+
+def _assigned_index(device: str, index: int, assigned: tuple[str, ...], driver: tuple[str, ...] | None,
+                    where: str) -> str:
+    """`normal_cuda` of "cuda:`index`" in a Ray task given the GPUs `assigned`, the driver seeing `driver`."""
+    if driver is not None and index >= len(driver):
+        raise ModelFileError(f"DEVICE={device!r}{where} names the driver's cuda:{index}, but the driver sees "
+                             f"{len(driver)} GPU(s) (its CUDA_VISIBLE_DEVICES={','.join(driver)}); set DEVICE='cuda' "
+                             f"to measure on the GPU Ray assigns each trial (docs/ray.md, \"GPU platforms\")")
+    gpu = str(index) if driver is None else driver[index]
+    if gpu not in assigned:
+        seen = "" if driver is None else f" (the driver's CUDA_VISIBLE_DEVICES={','.join(driver)})"
+        raise ModelFileError(f"DEVICE={device!r}{where} names the driver's cuda:{index}, GPU {gpu} of the node{seen}, "
+                             f"but Ray gave this trial GPU {', '.join(assigned) or 'none'}; set DEVICE='cuda' to "
+                             f"measure on the GPU Ray assigns each trial (docs/ray.md, \"GPU platforms\")")
+    return f"cuda:{assigned.index(gpu)}"

@@ -67,7 +67,7 @@ class LoadedModel:
 
 
 def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, int], ...] = (),
-                    assigned_gpus: tuple[str, ...] | None = None,
+                    assigned_gpus: tuple[str, ...] | None = None, driver_gpus: tuple[str, ...] | None = None,
                     hold: Callable[[str], ContextManager[Any]] | None = None) -> LoadedModel:
     """Import a model file and build its model and inputs, deterministically for `seed`.
 
@@ -78,7 +78,8 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
     class's `__module__` to read the globals of a `forward` it inlines. The model and inputs are moved to `DEVICE`. `shape` (a
     `--shapes` bucket) is passed to `get_inputs` as keyword arguments (`tuner.workload.shapes`).
     `DEVICE` gets its one normal form here (`normal_cuda`: `cuda:N`, N an index this process sees;
-    `assigned_gpus`, under Ray, the node GPU ids Ray gave the task). `hold(device)`, when given, is
+    `assigned_gpus`, under Ray, the node GPU ids Ray gave the task, and `driver_gpus` the driver's
+    CUDA_VISIBLE_DEVICES entries, so that `cuda:N` is the driver's cuda:N). `hold(device)`, when given, is
     held from the device's check on: while the model and inputs are built and moved to it (a
     trial's compile lock, `tuner.measure.node_lock.reference_lock`).
     """
@@ -96,7 +97,7 @@ def load_model_file(path: str | Path, *, seed: int = 0, shape: tuple[tuple[str, 
                 f"model file {path} {what} {fn_name}(); add `def {fn_name}():` "
                 f"({'returning an nn.Module' if fn_name == 'get_model' else 'returning a tuple or dict of tensors'})"
             )
-    device = check_device(path, getattr(module, "DEVICE", "cpu"), assigned_gpus)
+    device = check_device(path, getattr(module, "DEVICE", "cpu"), assigned_gpus, driver_gpus)
     with contextlib.nullcontext() if hold is None else hold(device):
         return _build(path, module, device, seed, shape)
 

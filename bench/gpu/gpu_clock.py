@@ -1,5 +1,5 @@
 """Section 2 of bench/gpu_check.py: the trial's clock against `triton.testing.do_bench`, the
-calls per sample, and the noise floor, on a GPU-bound model (bench/gpu_models.py's bf16 MLP,
+calls per sample, and the noise floor, on a GPU-bound model (bench/gpu/gpu_models.py's bf16 MLP,
 4096 wide, batch 4096: two GEMMs of about 0.55 TFLOP each per call).
 
   - a defaults-against-defaults trial (`LocalExecutor`, `TrialRequest` with no knobs): the

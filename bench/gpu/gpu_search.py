@@ -3,7 +3,7 @@ re-measured in a fresh process against the built-in modes.
 
 The model: a GPT-2-style decoder built from a `transformers` config (random weights, no
 download; bf16, 2 layers of width 768, batch 8 x 512 tokens, an 8192-token vocabulary) when
-transformers imports, else the conv net of bench/gpu_models.py. Its file declares the bare
+transformers imports, else the conv net of bench/gpu/gpu_models.py. Its file declares the bare
 `DEVICE = "cuda"` (issue 33: every process turns it into `cuda:0`). Then:
   1. `tuner search MODEL --executor local` (no Ray on the GPU machine) into search.db, and its summary;
   2. the stored verdict (`tuner.search.prepare_target` + the store, as bench/side_by_side.py reads
@@ -71,7 +71,7 @@ def write_model(check: Any) -> tuple[str, Path]:
         path.write_text(GPT2_MODEL.format(**GPT2_SIZES[check.smoke]))
         return "gpt2 (transformers config)", path
     print(f"  {why_not}: the conv net instead")
-    return "conv net (bench/gpu_models.py)", check.model("conv")
+    return "conv net (bench/gpu/gpu_models.py)", check.model("conv")
 
 
 def section_search(check: Any) -> list[str]:

@@ -1,7 +1,8 @@
 """What the sections of bench/gpu_check.py share: the `Check` each one is handed, running a
-command under a deadline, loading a sibling module of bench/, and section 0 (the header).
+command under a deadline, loading a module of bench/gpu/ (or of bench/, for the code the GPU check
+shares with the CPU benchmarks), and section 0 (the header).
 
-A section is a function `(check) -> list[str]` (its key figures) in a module of bench/, run in a
+A section is a function `(check) -> list[str]` (its key figures) in a module of bench/gpu/, run in a
 process of its own by `gpu_check.py`. It raises on a failed check, and `NotTested` when the
 machine cannot run it (a second GPU it lacks): that is reported as "not tested", never "ok".
 """
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent      # bench/gpu/
+BENCH = HERE.parent                         # bench/: side_by_side.py, shared with the CPU benchmarks
 
 
 class NotTested(Exception):
@@ -71,9 +73,10 @@ class Check:
 
 
 def bench_module(name: str) -> Any:
-    """A module of bench/ (or bench/models/ as "models/NAME") by path: -P keeps bench/ off sys.path."""
+    """A module of bench/gpu/, else of bench/, by path (-P keeps both off sys.path)."""
     if name not in _modules:
-        spec = importlib.util.spec_from_file_location(Path(name).name, HERE / f"{name}.py")
+        path = HERE / f"{name}.py" if (HERE / f"{name}.py").exists() else BENCH / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(Path(name).name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules.setdefault(Path(name).name, module)     # its dataclasses look their module up while it loads
         spec.loader.exec_module(module)

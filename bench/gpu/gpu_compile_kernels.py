@@ -1,6 +1,6 @@
 """Section 7 of bench/gpu_check.py: a `tuner.autotune` kernel inside `torch.compile` (issue 23).
 
-Three fresh processes on one kernel database, each `python bench/gpu_compile_kernels.py MODE DB
+Three fresh processes on one kernel database, each `python bench/gpu/gpu_compile_kernels.py MODE DB
 [--smoke]`, each printing one `RESULT {json}` line:
   tune:     an eager launch of the `tuner.autotune` kernel: it searches and stores (do_bench);
   tuner:    `torch.compile(fullgraph=True)` of a function launching it: graphs and graph breaks

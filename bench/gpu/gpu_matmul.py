@@ -8,7 +8,7 @@ Two kernels with one tile body (`_matmul_tile`): their sources differ, so neithe
 the other's compiled binaries from Triton's caches and both tuning times include compiling.
 The second process is this file run as a script:
 
-    python3 -P bench/gpu_matmul.py --second-process DB_URL [--smoke]
+    python3 -P bench/gpu/gpu_matmul.py --second-process DB_URL [--smoke]
 
 which prints one line `RESULT {json}`. With `--smoke` (no GPU: under TRITON_INTERPRET=1)
 the shapes and the space are tiny and the timings mean nothing; it checks the plumbing.

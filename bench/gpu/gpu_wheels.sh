@@ -6,10 +6,10 @@
 # tuner itself (always rebuilt, from a clean copy of the work tree: a stale build/lib would
 # ship modules that no longer exist). Run it again right before a GPU run.
 #
-#   bash bench/gpu_wheels.sh            # then carry .whl to the device (see bench/gpu_check.py)
+#   bash bench/gpu/gpu_wheels.sh        # then carry .whl to the device (see bench/gpu_check.py)
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV_PY=${VENV_PY:-$REPO/.venv/bin/python}
 DL_PY=${DL_PY:-python3}
 WHL=$REPO/.whl
@@ -97,9 +97,12 @@ git ls-files -z -co --exclude-standard | while IFS= read -r -d '' f; do
     [ -f "$f" ] && printf '%s\0' "$f"
 done | tar --null -T - -cf - | tar -xf - -C "$SRC"
 "$VENV_PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WHL" "$SRC"
+# The listing is read whole first: `unzip -l | grep -q` under pipefail fails when grep stops at its
+# first match and unzip, still writing, dies of SIGPIPE (seen: "lacks tuner/migrations/script.py.mako").
+listing=$(unzip -l "$WHL"/tuner-*.whl)
 for need in tuner/storage/__init__.py tuner/workers/trial_process.py tuner/migrations/script.py.mako \
             tuner/search_spaces/cuda.py tuner/cli/__init__.py; do
-    unzip -l "$WHL"/tuner-*.whl | grep -q " $need\$" || { echo "error: tuner wheel lacks $need" >&2; exit 1; }
+    grep -q " $need\$" <<< "$listing" || { echo "error: tuner wheel lacks $need" >&2; exit 1; }
 done
 
 echo "still missing: $(missing_requirements)"

@@ -40,7 +40,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("bare", "3. bare 'cuda' prepare", 20, "gpu_faults", "section_bare",
             "tuner.measure.prepare on a model file declaring DEVICE='cuda': it runs on cuda:0, the current device"),
     Section("assert", "4. device assert finalist", 50, "gpu_faults", "section_assert",
-            "a confirmation whose finalist fires a device-side assert (bench/models/device_assert_mlp.py): "
+            "a confirmation whose finalist fires a device-side assert (bench/gpu/device_assert_mlp.py): "
             "recorded as a runtime error, the others confirmed in a fresh process, the verdict not that one"),
     Section("measure", "5. measurement (issue 24)", 35, "gpu_measure", "section_cuda_measure",
             "CudaClock against the wall clock, the model file's GPU, an asynchronous error at the first call, "
@@ -58,6 +58,9 @@ SECTIONS: tuple[Section, ...] = (
             "process launches the stored config without benchmarking"),
     Section("locks2", "10. locks across GPUs", 12, "gpu_locks", "section_locks_across",
             "needs two GPUs: timed sections on different GPUs overlap (one GPU: 'not tested: one GPU')"),
+    Section("zygote", "11. zygote without CUDA", 20, "gpu_zygote", "section_zygote",
+            "the zygote's imports leave torch.cuda.is_initialized() False and map no CUDA driver library "
+            "(libcuda, libnvidia-*), a fork of it then runs a kernel on the GPU, and a real zygote maps none"),
 )
 BY_KEY = {s.key: s for s in SECTIONS}
 

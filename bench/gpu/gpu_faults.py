@@ -5,7 +5,7 @@ device-side assert inside a confirmation (issue 33).
    compile): each runs on `cuda:0`, the process's current device, its output checked against
    eager. In --smoke (no CUDA) the same file is refused by the model-file check ("no CUDA device
    is available"): the device went through the product's normal form, and a `cpu` copy prepares.
-4. bench/models/device_assert_mlp.py confirmed as a search confirms (`tuner.search.verdict.conclude`
+4. bench/gpu/device_assert_mlp.py confirmed as a search confirms (`tuner.search.verdict.conclude`
    through `confirm_through` on a real `LocalExecutor`) with two finalists, one of which
    (`max_fusion_size=8`) fires a device-side assert at its first call: that finalist must be
    recorded as failed with the assert's message, the others measured side by side in a fresh
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ASSERT_MODEL = HERE / "models" / "device_assert_mlp.py"
+ASSERT_MODEL = HERE / "device_assert_mlp.py"
 ROUNDS = 12
 CRASHING, SOUND = "tuned #1", "tuned #2"
 
