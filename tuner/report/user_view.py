@@ -30,7 +30,7 @@ from typing import Any
 
 from tuner.trial import Speedup, paired_speedup
 
-__all__ = ["FreshView", "PATHS", "run_path", "user_view"]
+__all__ = ["FreshView", "PATHS", "median_ms", "run_path", "user_view"]
 
 DEFAULT, BACKEND, TUNER_COMPILE, EMITTED, LAUNCHER = ("default compile", 'backend="tuner"', "tuner.compile",
                                                       "emitted code", "tuner run + backend")
@@ -106,7 +106,7 @@ def run_path(path: str, model_path: str, seed: str, emitted: str) -> None:
     with torch.no_grad():
         model = _compiled(path, loaded, model_path, int(seed), emitted)
         call = lambda: loaded.call(model)  # noqa: E731
-        print(json.dumps({"ms": _median_ms(call)}), flush=True)
+        print(json.dumps({"ms": median_ms(call)}), flush=True)
 
 
 def _compiled(path: str, loaded: Any, model_path: str, seed: int, emitted: str) -> Any:
@@ -133,7 +133,9 @@ def _compiled(path: str, loaded: Any, model_path: str, seed: int, emitted: str) 
     return model
 
 
-def _median_ms(call: Any) -> float:
+def median_ms(call: Any) -> float:
+    """`call` warmed up for WARMUP_S, then the median of SAMPLES samples of SAMPLE_S each, in ms per call:
+    how a user's program times a model (bench/process_state.py times its states the same way)."""
     start = time.perf_counter()
     call()
     while time.perf_counter() - start < WARMUP_S:

@@ -13,14 +13,15 @@ runtime knobs, timing as a user's program does before anything else runs in it):
    not installed is left out with a note (`tuner.runtime.choices_here`).
 2. **The claim** (`user_claim`): the default compile in a process with no runtime knobs, as a user
    runs it without tuner, against C with the chosen settings, in rounds of one process each. Its
-   even rounds gate (what is stored must be faster beyond the noise, else Inductor's defaults
-   stay) and its odd rounds give the figure stored: rounds that chose nothing.
+   even rounds gate (what is stored must not be reversed there: faster by the median, else
+   Inductor's defaults stay; `_holds`) and its odd rounds give the figure stored: rounds that
+   chose nothing.
 
 Rounds: two looks, at MIN_ROUNDS (a 95% interval needs MIN_INTERVAL_VALUES ratios) and MAX_ROUNDS. An
 arm whose interval against the settings before it lies wholly above or below 1 at the first look is
 decided and takes no further rounds (racing); the others go on to the second look. Each look's
 interval is 95%, so a knob's decision is wrong at most 10% of the time over its two looks; what is
-kept must then also clear the claim's gate against the default compile. A timing process checks its
+kept must then also pass the claim's gate against the default compile. A timing process checks its
 output against eager the first time its arm runs (the config passed its trial and the confirmation;
 a runtime knob does not change numerics), so later ones time only.
 
@@ -245,12 +246,29 @@ def settle(run: Run, spec: MeasureSpec, params: Params | None, choices: Sequence
     progress(f"the claim: {CLAIM_ROUNDS} rounds of the default compile against what is stored "
              f"({_settings(choice.runtime)}), in fresh processes")
     claim = user_claim(run, spec, params, choice.runtime, seed=seed)
-    kept = claim.gate is not None and claim.gate.clears_noise and claim.claim is not None
+    kept = _holds(claim)
     extra = []
     if not kept:
         failed = claim.failure
         shown = (f"a process failed: {_line(failed.error or 'no result')}" if failed is not None
                  else claim.gate.text() if claim.gate else "no measurement")
-        extra.append(f"in fresh processes, as a user runs it, it did not clear the noise against the default "
-                     f"compile ({shown} in the half of the rounds that decides), so Inductor's defaults stay")
+        extra.append(f"in fresh processes, as a user runs it, it was not faster than the default compile "
+                     f"({shown} in the half of the rounds that decides), so Inductor's defaults stay")
+    elif not claim.gate.clears_noise:
+        extra.append(f"in fresh processes, as a user runs it, it was faster by the median but not beyond the "
+                     f"noise between processes ({claim.gate.text()} in the half of the rounds that decides); "
+                     f"what it was chosen on cleared the noise, so it is kept, with the figure those "
+                     f"processes give")
     return ProcessVerdict(choice, claim, kept, (*notes, *choice.notes, *extra))
+
+
+def _holds(claim: UserClaim) -> bool:
+    """Whether fresh processes bear out what is stored. What reaches the claim was chosen beyond the
+    noise already (the confirmation's compile config; a runtime knob over the settings before it),
+    so the claim's deciding half checks that a user's process does not reverse it: its median above
+    1, not slower beyond the noise. An interval wholly above 1 is not required: a process that
+    starts slow (2-20x, from what else the machine runs) widens a 10-round interval past 1, and
+    a veto on width alone stored Inductor's defaults for a config 1.4x faster by the median."""
+    gate = claim.gate
+    return (claim.failure is None and gate is not None and claim.claim is not None
+            and gate.median > 1.0 and not gate.slower_beyond_noise)
