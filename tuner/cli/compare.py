@@ -101,7 +101,8 @@ def user_view_text(view: "FreshView", rounds: int) -> str:
         sp = view.speedup(path)
         versus = "1.00x (baseline)" if path == DEFAULT else (sp.text() if sp else "-")
         rows.append((path, _fmt(view.latency_ms(path), ".3f"), versus))
-    lines = [_wrap(f"as a user runs it: {rounds} round{'s' if rounds != 1 else ''} of a fresh process per path, doing nothing before it "
+    many = f"{rounds} round{'s' if rounds != 1 else ''}"
+    lines = [_wrap(f"as a user runs it: {many} of a fresh process per path, doing nothing before it "
                    f"times (the emitted code after a default compile of a copy in one script)"),
              format_table(rows, rule=True)]
     lines += [_wrap(f"{path}: {why}") for path, why in view.failures.items()]
