@@ -162,8 +162,10 @@ def _why_defaults(verdict: Verdict, tried: list[str]) -> str:
     if not above:
         return f"nothing cleared the noise: {'; '.join(tried) or 'no finalist ran'}"
     shown = "; ".join(tried)
-    if verdict.notes:
-        return f"{', '.join(above)} cleared the noise in these rounds ({shown}), but {verdict.notes[-1]}"
+    # The note that kept the defaults, not whatever the process stage noted after it.
+    why = [note for note in verdict.notes if note.endswith("so Inductor's defaults stay")]
+    if why:
+        return f"{', '.join(above)} cleared the noise in these rounds ({shown}), but {why[-1]}"
     return (f"{', '.join(above)} cleared the noise in these rounds ({shown}), but not in the other half of the "
             f"rounds, which chooses; a gain seen in one half only is not stored")
 
